@@ -1,0 +1,1 @@
+"""Cache layers of the Tomori bot: core primitive, layers, invalidation, bus."""

@@ -1,0 +1,7 @@
+"""App config for caches."""
+
+from django.apps import AppConfig
+
+
+class CachesConfig(AppConfig):
+    name = "caches"

@@ -1,0 +1,1 @@
+"""OpenRouter model catalogs."""

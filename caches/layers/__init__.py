@@ -1,0 +1,1 @@
+"""Cache layers, one module per layer of the spec."""

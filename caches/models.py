@@ -1,0 +1,13 @@
+"""The caches app has no tables; this model only carries its permission."""
+
+from django.db import models
+
+
+class CacheControl(models.Model):
+    """Unmanaged holder of the `caches.manage_caches` permission."""
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        permissions = [("manage_caches", "Can clear and invalidate caches")]
+        verbose_name = "cache control"

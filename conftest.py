@@ -1,0 +1,54 @@
+"""Suite-wide fixtures: services, the cache registry, a fake clock."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_service(name: str, reason: str) -> None:
+    """Skip locally when a service is missing; in CI a missing service is a failure."""
+    if IN_CI:
+        pytest.fail(f"{name} is required in CI: {reason}")
+    pytest.skip(f"{name} unavailable: {reason}")
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """Return the Redis URL of the test suite, proving Redis answers."""
+    from django.conf import settings
+
+    url = settings.REDIS_URL
+    if not url:
+        require_service("Redis", "REDIS_URL is not set")
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        require_service("Redis", str(exc))
+    return url
+
+
+@pytest.fixture
+def postgres() -> None:
+    """Require the suite to run on PostgreSQL."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        require_service("PostgreSQL", f"DATABASE_URL points at {connection.vendor}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache_registry() -> Iterator[None]:
+    """Give every test empty caches and zeroed stats, whatever ran before."""
+    yield
+    try:
+        from caches.registry import registry
+    except ImportError:
+        return
+    registry.clear_all()

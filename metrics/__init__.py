@@ -1,0 +1,1 @@
+"""Cache metrics: samples, sinks and retention."""

@@ -1,0 +1,3 @@
+"""Django admin for the domain models."""
+
+from tomori.admin import domain  # noqa: F401 (registers the ModelAdmins)

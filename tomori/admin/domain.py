@@ -1,0 +1,292 @@
+"""ModelAdmins of every domain table, with list columns, filters and search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from tomori import models as m
+
+
+class DomainAdmin(admin.ModelAdmin):
+    """Base ModelAdmin of the domain tables."""
+
+    list_per_page = 50
+    show_full_result_count = False
+
+
+class PersonaInline(admin.TabularInline):
+    model = m.Persona
+    extra = 0
+    fields = ("name", "is_main", "position", "llm", "tools_enabled")
+    show_change_link = True
+
+
+class ModelConfigInline(admin.StackedInline):
+    model = m.ServerModelConfig
+    extra = 0
+    fields = ("llm", "api_key", "temperature")
+    formfield_overrides: dict[Any, Any] = {}
+
+    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+        if db_field.name == "api_key":
+            kwargs["widget"] = forms.PasswordInput(render_value=False)
+            kwargs["required"] = False
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
+@admin.register(m.Server)
+class ServerAdmin(DomainAdmin):
+    list_display = (
+        "name",
+        "server_disc_id",
+        "id",
+        "tool_use_enabled",
+        "emoji_usage_enabled",
+        "sticker_usage_enabled",
+        "channel_whitelist_enabled",
+        "updated_at",
+    )
+    list_filter = (
+        "tool_use_enabled",
+        "emoji_usage_enabled",
+        "sticker_usage_enabled",
+        "channel_whitelist_enabled",
+    )
+    search_fields = ("name", "=server_disc_id")
+    inlines = (ModelConfigInline, PersonaInline)
+
+
+@admin.register(m.ServerModelConfig)
+class ServerModelConfigAdmin(DomainAdmin):
+    list_display = ("server", "llm", "has_api_key", "temperature", "updated_at")
+    list_select_related = ("server", "llm")
+    search_fields = ("server__name", "=server__server_disc_id")
+    exclude = ("api_key",)
+
+    @admin.display(boolean=True, description="API key")
+    def has_api_key(self, obj: m.ServerModelConfig) -> bool:
+        return obj.api_key is not None
+
+
+@admin.register(m.Persona)
+class PersonaAdmin(DomainAdmin):
+    list_display = ("name", "server", "is_main", "position", "llm", "tools_enabled")
+    list_filter = ("is_main", "tools_enabled")
+    list_select_related = ("server", "llm")
+    search_fields = ("name", "server__name", "=server__server_disc_id")
+    autocomplete_fields = ("server",)
+
+
+@admin.register(m.Llm)
+class LlmAdmin(DomainAdmin):
+    list_display = (
+        "codename",
+        "provider",
+        "display_name",
+        "is_default",
+        "is_active",
+        "supports_tools",
+        "supports_vision",
+        "context_length",
+    )
+    list_filter = ("provider", "is_default", "is_active", "supports_tools")
+    search_fields = ("codename", "display_name")
+
+
+@admin.register(m.User)
+class UserAdmin(DomainAdmin):
+    list_display = (
+        "username",
+        "user_disc_id",
+        "privacy_level",
+        "language",
+        "updated_at",
+    )
+    list_filter = ("privacy_level", "language")
+    search_fields = ("username", "=user_disc_id")
+
+
+@admin.register(m.UserBlacklist)
+class UserBlacklistAdmin(DomainAdmin):
+    list_display = ("user", "server", "reason", "created_at")
+    list_select_related = ("user", "server")
+    search_fields = ("user__username", "=user__user_disc_id", "server__name")
+    autocomplete_fields = ("server", "user")
+
+
+@admin.register(m.WhitelistedChannel)
+class WhitelistedChannelAdmin(DomainAdmin):
+    list_display = ("channel_disc_id", "server", "cooldown_type", "cooldown_seconds")
+    list_filter = ("cooldown_type",)
+    list_select_related = ("server",)
+    search_fields = ("=channel_disc_id", "server__name")
+    filter_horizontal = ("personas",)
+    autocomplete_fields = ("server",)
+
+
+@admin.register(m.WhitelistedRole)
+class WhitelistedRoleAdmin(DomainAdmin):
+    list_display = ("role_disc_id", "server")
+    list_select_related = ("server",)
+    search_fields = ("=role_disc_id", "server__name")
+
+
+@admin.register(m.ChannelLlmOverride)
+class ChannelLlmOverrideAdmin(DomainAdmin):
+    list_display = ("channel_disc_id", "server", "llm", "updated_at")
+    list_select_related = ("server", "llm")
+    search_fields = ("=channel_disc_id", "server__name")
+
+
+@admin.register(m.ChannelPromptOverride)
+class ChannelPromptOverrideAdmin(DomainAdmin):
+    list_display = ("channel_disc_id", "server", "mode", "updated_at")
+    list_filter = ("mode",)
+    list_select_related = ("server",)
+    search_fields = ("=channel_disc_id", "server__name", "prompt")
+
+
+@admin.register(m.ServerExpression)
+class ServerExpressionAdmin(DomainAdmin):
+    list_display = ("name", "kind", "server", "expression_disc_id", "animated")
+    list_filter = ("kind", "animated")
+    list_select_related = ("server",)
+    search_fields = ("name", "=expression_disc_id", "server__name")
+
+
+@admin.register(m.ServerExpressionSync)
+class ServerExpressionSyncAdmin(DomainAdmin):
+    list_display = ("server", "emoji_count", "sticker_count", "last_synced_at")
+    list_select_related = ("server",)
+    search_fields = ("server__name",)
+
+
+class SpriteInline(admin.TabularInline):
+    model = m.PersonaSprite
+    extra = 0
+    fields = ("position", "name", "image_url", "instructions")
+
+
+@admin.register(m.PersonaSprite)
+class PersonaSpriteAdmin(DomainAdmin):
+    list_display = ("name", "persona", "position", "image_url")
+    list_select_related = ("persona",)
+    search_fields = ("name", "persona__name")
+
+
+@admin.register(m.PersonaSpriteMessage)
+class PersonaSpriteMessageAdmin(DomainAdmin):
+    list_display = (
+        "message_disc_id",
+        "persona",
+        "sprite_name",
+        "channel_disc_id",
+        "created_at",
+    )
+    list_select_related = ("persona",)
+    search_fields = ("=message_disc_id", "sprite_name")
+    date_hierarchy = "created_at"
+
+
+@admin.register(m.PersonalSpotlight)
+class PersonalSpotlightAdmin(DomainAdmin):
+    list_display = ("user", "server", "channel_disc_id", "persona", "expires_at")
+    list_select_related = ("user", "server", "persona")
+    search_fields = ("user__username", "=channel_disc_id", "server__name")
+    autocomplete_fields = ("server", "user")
+
+
+@admin.register(m.ManagedWebhook)
+class ManagedWebhookAdmin(DomainAdmin):
+    list_display = (
+        "webhook_disc_id",
+        "channel_disc_id",
+        "server",
+        "token",
+        "key_version",
+    )
+    list_filter = ("key_version",)
+    search_fields = ("=webhook_disc_id", "=channel_disc_id")
+    exclude = ("token_ciphertext",)
+    readonly_fields = ("token", "key_version")
+
+    @admin.display(description="token")
+    def token(self, obj: m.ManagedWebhook) -> str:
+        return "•••••• (encrypted)" if obj.token_ciphertext else "—"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(m.PresetPersona)
+class PresetPersonaAdmin(DomainAdmin):
+    list_display = ("name", "avatar_path", "is_active")
+    list_filter = ("is_active",)
+    search_fields = ("name",)
+
+
+class StPresetNodeInline(admin.TabularInline):
+    model = m.StPresetNode
+    extra = 0
+
+
+@admin.register(m.StPreset)
+class StPresetAdmin(DomainAdmin):
+    list_display = ("name", "server", "is_active", "updated_at")
+    list_filter = ("is_active",)
+    list_select_related = ("server",)
+    search_fields = ("name", "server__name")
+    inlines = (StPresetNodeInline,)
+
+
+@admin.register(m.StPresetNode)
+class StPresetNodeAdmin(DomainAdmin):
+    list_display = ("preset", "position", "role", "enabled")
+    list_filter = ("role", "enabled")
+    list_select_related = ("preset",)
+    search_fields = ("content",)
+
+
+@admin.register(m.GuildMcpServerConfig)
+class GuildMcpServerConfigAdmin(DomainAdmin):
+    list_display = ("name", "server", "url", "enabled", "tool_names_updated_at")
+    list_filter = ("enabled",)
+    list_select_related = ("server",)
+    search_fields = ("name", "url", "server__name")
+
+
+@admin.register(m.NovelAiSubscription)
+class NovelAiSubscriptionAdmin(DomainAdmin):
+    list_display = ("server", "tier", "context_limit", "checked_at")
+    list_filter = ("tier",)
+    list_select_related = ("server",)
+    search_fields = ("server__name",)
+
+
+@admin.register(m.ShortTermMemoryRecord)
+class ShortTermMemoryRecordAdmin(DomainAdmin):
+    list_display = ("cache_key", "scope", "turn_count", "updated_at")
+    list_filter = ("scope",)
+    search_fields = ("cache_key", "summary")
+    date_hierarchy = "updated_at"
+
+
+@admin.register(m.CatalogSnapshot)
+class CatalogSnapshotAdmin(DomainAdmin):
+    list_display = ("catalog", "model_count", "fetched_at")
+    readonly_fields = ("catalog", "model_count", "fetched_at")
+    exclude = ("payload",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[m.CatalogSnapshot]:
+        return super().get_queryset(request).defer("payload")
+
+
+PersonaAdmin.inlines = (SpriteInline,)

@@ -1,0 +1,11 @@
+"""App config for the Tomori domain."""
+
+from django.apps import AppConfig
+
+
+class TomoriConfig(AppConfig):
+    name = "tomori"
+    verbose_name = "Tomori domain"
+
+    def ready(self) -> None:
+        from tomori import checks  # noqa: F401 (registers the system checks)

@@ -1,0 +1,1 @@
+"""The discord.py bot worker."""

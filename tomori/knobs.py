@@ -1,0 +1,678 @@
+"""Every operational env knob: name, type, default, range and meaning, in one table.
+
+`tomori/settings.py` reads each knob from the environment through `read_knobs`,
+which never raises: a bad value is recorded and `tomori.checks` reports it as a
+system check error naming the variable, so `manage.py check`, `runbot` and the
+Celery processes all refuse to start with every problem listed at once. The
+README's settings table is checked against this table by the test suite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One env variable: how to parse it, what it defaults to, what it does."""
+
+    name: str
+    kind: str  # "int", "float", "bool", "str"
+    default: Any
+    help: str
+    group: str
+    minimum: float | None = None
+    maximum: float | None = None
+    optional: bool = False  # an empty or unset value means None
+
+    def expected(self) -> str:
+        """Describe the accepted values, for error messages and the README."""
+        if self.kind == "bool":
+            return "one of 1/true/yes/on or 0/false/no/off"
+        if self.kind == "str":
+            return "a string"
+        noun = "an integer" if self.kind == "int" else "a number"
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            return f"{noun} from {_fmt(low)} to {_fmt(high)}"
+        if low is not None:
+            return f"{noun} >= {_fmt(low)}"
+        return noun
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _minutes(name: str, default: int, help: str, group: str, **kw: Any) -> Knob:
+    return Knob(name, "int", default, help, group, minimum=1, **kw)
+
+
+def _cap(name: str, default: int, what: str, group: str) -> Knob:
+    return Knob(
+        name,
+        "int",
+        default,
+        f"Entry cap of the {what}; inserting at the cap evicts expired "
+        "entries first, then the oldest-inserted.",
+        group,
+        minimum=1,
+        maximum=10_000_000,
+    )
+
+
+C = "Cache TTLs and caps"
+M = "Short-term memory"
+S = "Persona sprites"
+E = "Memory guard and emergency clear"
+X = "Metrics"
+O = "OpenRouter catalogs"  # noqa: E741
+V = "libvips (native image memory)"
+D = "Discord worker and sweepers"
+
+KNOBS: tuple[Knob, ...] = (
+    # Cache layers: TTLs (spec "Recommended Env Knobs") and caps (ours).
+    _minutes(
+        "TOMORI_STATE_CACHE_TTL_MINUTES",
+        10,
+        "TTL of the Tomori state (personas per server) cache; also the channel prompt and channel LLM caches.",
+        C,
+    ),
+    _cap(
+        "TOMORI_STATE_CACHE_MAX_ENTRIES",
+        5000,
+        "Tomori state cache (one entry per server)",
+        C,
+    ),
+    _minutes(
+        "USER_CACHE_TTL_MINUTES",
+        30,
+        "TTL of the user cache (user row, privacy level, blacklist sub-cache).",
+        C,
+    ),
+    _cap("USER_CACHE_MAX_ENTRIES", 50000, "user cache (one entry per user)", C),
+    _minutes(
+        "EMOJI_STICKER_CACHE_TTL_MINUTES",
+        10,
+        "TTL of the emoji/sticker expression cache.",
+        C,
+    ),
+    _cap(
+        "EMOJI_STICKER_CACHE_MAX_ENTRIES",
+        2000,
+        "emoji/sticker cache (one entry per server)",
+        C,
+    ),
+    _minutes(
+        "CHANNEL_WHITELIST_CACHE_TTL_MINUTES",
+        5,
+        "TTL of the channel whitelist decision cache.",
+        C,
+    ),
+    _cap(
+        "CHANNEL_WHITELIST_CACHE_MAX_ENTRIES",
+        20000,
+        "channel whitelist cache (server:channel:parent:roles)",
+        C,
+    ),
+    _cap("CHANNEL_LLM_CACHE_MAX_ENTRIES", 20000, "channel LLM override cache", C),
+    _cap("CHANNEL_PROMPT_CACHE_MAX_ENTRIES", 20000, "channel system prompt cache", C),
+    _minutes(
+        "PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES",
+        5,
+        "TTL of the personal spotlight gate and result maps.",
+        C,
+    ),
+    Knob(
+        "PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES",
+        "int",
+        2000,
+        "Hard cap on the personal spotlight result map (server:user:channel).",
+        C,
+        minimum=1,
+        maximum=10_000_000,
+    ),
+    _cap(
+        "PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES",
+        5000,
+        "personal spotlight gate (one entry per server)",
+        C,
+    ),
+    _minutes(
+        "GUILD_MCP_CONFIG_CACHE_TTL_MINUTES",
+        10,
+        "TTL of the guild MCP server config cache.",
+        C,
+    ),
+    _cap("GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES", 5000, "guild MCP config cache", C),
+    _minutes("ST_PRESET_CACHE_TTL_MINUTES", 10, "TTL of the ST preset cache.", C),
+    _cap("ST_PRESET_CACHE_MAX_ENTRIES", 5000, "ST preset cache", C),
+    _minutes(
+        "NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES",
+        1440,
+        "TTL of the NovelAI subscription cache.",
+        C,
+    ),
+    _cap(
+        "NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES", 5000, "NovelAI subscription cache", C
+    ),
+    _cap(
+        "LLM_CACHE_MAX_ENTRIES", 5000, "LLM model cache (warmed from the llms table)", C
+    ),
+    _cap("PRESET_AVATAR_CACHE_MAX_ENTRIES", 500, "preset avatar cache", C),
+    Knob(
+        "PRESET_AVATAR_MAX_BYTES",
+        "int",
+        1_048_576,
+        "Largest preset avatar PNG the cache accepts, in bytes.",
+        C,
+        minimum=1024,
+        maximum=50_000_000,
+    ),
+    _minutes(
+        "VOICE_TRANSCRIPT_CACHE_TTL_MINUTES",
+        120,
+        "TTL of the voice transcript cache (message id -> transcript).",
+        C,
+    ),
+    _cap("VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES", 10000, "voice transcript cache", C),
+    _minutes(
+        "MARKDOWN_TABLE_CACHE_TTL_MINUTES",
+        120,
+        "TTL of the markdown table render cache.",
+        C,
+    ),
+    _cap("MARKDOWN_TABLE_CACHE_MAX_ENTRIES", 5000, "markdown table cache", C),
+    Knob(
+        "MARKDOWN_TABLE_BUTTON_TIMEOUT_MS",
+        "int",
+        7_200_000,
+        "Lifetime of the 'Show Markdown' button; must not exceed the markdown table TTL.",
+        C,
+        minimum=1000,
+    ),
+    _cap("WEBHOOK_CACHE_MAX_ENTRIES", 20000, "channel and persona webhook caches", C),
+    _minutes(
+        "WEBHOOK_FAILURE_CACHE_TTL_MINUTES",
+        15,
+        "How long a channel whose webhook could not be made (missing permission, too many webhooks) is not retried.",
+        C,
+    ),
+    _minutes(
+        "WEBHOOK_IDENTITY_CACHE_TTL_MINUTES",
+        1440,
+        "TTL of the webhook identity cache (webhook id -> impersonated user).",
+        C,
+    ),
+    _cap("WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES", 20000, "webhook identity cache", C),
+    Knob(
+        "CACHE_SWEEP_INTERVAL_SECONDS",
+        "int",
+        600,
+        "Expired entries are swept on a cache's write path at most this often, so resident size tracks live entries.",
+        C,
+        minimum=1,
+        maximum=86400,
+    ),
+    # Short-term memory.
+    Knob(
+        "SHORT_TERM_MEMORY_TTL_HOURS",
+        "float",
+        12.0,
+        "TTL of crude short-term memory entries (no summary).",
+        M,
+        minimum=0.01,
+        maximum=8760,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS",
+        "float",
+        24.0,
+        "TTL of short-term memory entries that carry a summary.",
+        M,
+        minimum=0.01,
+        maximum=8760,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH",
+        "int",
+        1500,
+        "Summaries are truncated to this many characters.",
+        M,
+        minimum=1,
+        maximum=100_000,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT",
+        "int",
+        6,
+        "Messages taken from a crude entry when building context.",
+        M,
+        minimum=1,
+        maximum=1000,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL",
+        "int",
+        10,
+        "Raw messages kept per short-term memory entry.",
+        M,
+        minimum=1,
+        maximum=1000,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_MAX_OTHER_CHANNELS",
+        "int",
+        3,
+        "Other channels of the server whose shared entry is visible from a channel.",
+        M,
+        minimum=0,
+        maximum=100,
+    ),
+    _cap("SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES", 20000, "short-term memory cache", M),
+    Knob(
+        "STM_JANITOR_RETENTION_DAYS",
+        "int",
+        90,
+        "The daily janitor deletes durable short-term memory rows older than this.",
+        M,
+        minimum=1,
+        maximum=3650,
+    ),
+    # Persona sprites.
+    Knob(
+        "PERSONA_SPRITE_CACHE_TTL_MINUTES",
+        "int",
+        None,
+        "TTL of the persona sprite cache; unset falls back to TOMORI_STATE_CACHE_TTL_MINUTES.",
+        S,
+        minimum=1,
+        optional=True,
+    ),
+    _cap(
+        "PERSONA_SPRITE_CACHE_MAX_ENTRIES",
+        5000,
+        "persona sprite cache (one entry per persona)",
+        S,
+    ),
+    Knob(
+        "PERSONA_SPRITE_MAX_PER_PERSONA",
+        "int",
+        50,
+        "Most sprites a persona may have.",
+        S,
+        minimum=1,
+        maximum=1000,
+    ),
+    Knob(
+        "PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH",
+        "int",
+        300,
+        "Longest sprite instructions accepted (the database maximum is 1000).",
+        S,
+        minimum=1,
+        maximum=1000,
+    ),
+    Knob(
+        "PERSONA_SPRITE_PROMPT_MAX_COUNT",
+        "int",
+        20,
+        "Most sprites listed in a prompt.",
+        S,
+        minimum=1,
+        maximum=1000,
+    ),
+    _minutes(
+        "PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES",
+        120,
+        "TTL of the persona sprite message cache (bounds memory only; entries are immutable).",
+        S,
+    ),
+    _cap(
+        "PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES",
+        50000,
+        "persona sprite message cache",
+        S,
+    ),
+    Knob(
+        "PERSONA_SPRITE_MESSAGE_RETENTION_DAYS",
+        "int",
+        30,
+        "persona_sprite_messages rows older than this are pruned on the write path.",
+        S,
+        minimum=1,
+        maximum=3650,
+    ),
+    # Memory guard and emergency clear.
+    Knob(
+        "CONTAINER_MEMORY_LIMIT_MB",
+        "int",
+        None,
+        "Memory limit the guard measures RSS against; unset uses the cgroup limit, else total memory.",
+        E,
+        minimum=16,
+        optional=True,
+    ),
+    Knob(
+        "MEMORY_WARNING_THRESHOLD",
+        "float",
+        0.75,
+        "Fraction of the limit at which the guard enters 'warning'.",
+        E,
+        minimum=0,
+        maximum=1,
+    ),
+    Knob(
+        "MEMORY_CRITICAL_THRESHOLD",
+        "float",
+        0.85,
+        "Fraction of the limit at which the guard enters 'critical' and runs the emergency clear.",
+        E,
+        minimum=0,
+        maximum=1,
+    ),
+    Knob(
+        "MEMORY_MONITOR_INTERVAL_MS",
+        "int",
+        30_000,
+        "How often the memory guard samples RSS.",
+        E,
+        minimum=100,
+    ),
+    Knob(
+        "EMERGENCY_CACHE_CLEAR_ENABLED",
+        "bool",
+        True,
+        "Whether entering critical clears the recoverable caches (false: a logged no-op).",
+        E,
+    ),
+    Knob(
+        "EMERGENCY_CACHE_CLEAR_INCLUDE_STM",
+        "bool",
+        False,
+        "Last resort: also clear live short-term memory (conversational state).",
+        E,
+    ),
+    Knob(
+        "EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE",
+        "bool",
+        True,
+        "Also clear discord.py's messages, bot members, presences and voice states.",
+        E,
+    ),
+    Knob(
+        "EMERGENCY_COOLDOWN_MS",
+        "int",
+        60_000,
+        "How long the guard holds 'critical' after an emergency before re-evaluating.",
+        E,
+        minimum=0,
+    ),
+    # Metrics.
+    Knob(
+        "CACHE_METRICS_INTERVAL_MS",
+        "int",
+        300_000,
+        "Interval of the cache_sizes and host_memory samples.",
+        X,
+        minimum=1000,
+    ),
+    Knob(
+        "METRIC_SAMPLE_RETENTION_DAYS",
+        "int",
+        30,
+        "metric_samples rows older than this are pruned on the write path.",
+        X,
+        minimum=1,
+        maximum=3650,
+    ),
+    Knob(
+        "METRIC_SAMPLE_PRUNE_INTERVAL_MS",
+        "int",
+        21_600_000,
+        "Pruning runs at most this often, after a successful insert.",
+        X,
+        minimum=1000,
+    ),
+    Knob(
+        "WORKER_SNAPSHOT_INTERVAL_SECONDS",
+        "float",
+        5.0,
+        "How often a bot worker publishes its live cache snapshot for the admin.",
+        X,
+        minimum=0.1,
+        maximum=3600,
+    ),
+    # OpenRouter catalogs.
+    Knob(
+        "OPENROUTER_BASE_URL",
+        "str",
+        "https://openrouter.ai/api/v1",
+        "Base URL of the OpenRouter API.",
+        O,
+    ),
+    Knob(
+        "OPENROUTER_API_KEY",
+        "str",
+        "",
+        "API key sent to OpenRouter (optional for the catalog endpoints).",
+        O,
+    ),
+    Knob(
+        "OPENROUTER_CATALOG_TTL_MS",
+        "int",
+        21_600_000,
+        "A catalog older than this is refreshed by the background refresher.",
+        O,
+        minimum=1000,
+    ),
+    Knob(
+        "OPENROUTER_CATALOG_REFRESH_MIN_INTERVAL_MS",
+        "int",
+        60_000,
+        "Refresh attempts per catalog are rate-limited to one per this interval (fresh=True bypasses).",
+        O,
+        minimum=0,
+    ),
+    Knob(
+        "OPENROUTER_HTTP_TIMEOUT_SECONDS",
+        "float",
+        15.0,
+        "Timeout of one catalog fetch.",
+        O,
+        minimum=0.1,
+        maximum=600,
+    ),
+    # libvips.
+    Knob(
+        "SHARP_CONCURRENCY",
+        "int",
+        1,
+        "libvips worker threads per pipeline (each holds its own decoded bitmaps).",
+        V,
+        minimum=1,
+        maximum=256,
+    ),
+    Knob(
+        "SHARP_CACHE_MEMORY_MB",
+        "int",
+        16,
+        "libvips operation cache memory limit.",
+        V,
+        minimum=0,
+        maximum=65536,
+    ),
+    Knob(
+        "SHARP_CACHE_ITEMS",
+        "int",
+        50,
+        "libvips operation cache item limit (0 disables the cache).",
+        V,
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    Knob(
+        "SHARP_CACHE_FILES",
+        "int",
+        0,
+        "libvips operation cache open-file limit.",
+        V,
+        minimum=0,
+        maximum=100_000,
+    ),
+    # Discord worker.
+    Knob(
+        "DISCORD_TOKEN",
+        "str",
+        "",
+        "Bot token; unset makes `runbot` use the simulated Discord.",
+        D,
+    ),
+    Knob(
+        "DISCORD_MAX_MESSAGES",
+        "int",
+        1000,
+        "discord.py's message cache size (max_messages).",
+        D,
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    Knob(
+        "DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS",
+        "int",
+        3600,
+        "How often cached discord.py messages are swept.",
+        D,
+        minimum=1,
+    ),
+    Knob(
+        "DISCORD_MESSAGE_LIFETIME_SECONDS",
+        "int",
+        1800,
+        "Cached messages older than this are swept.",
+        D,
+        minimum=1,
+    ),
+    Knob(
+        "DISCORD_MEMBER_SWEEP_INTERVAL_SECONDS",
+        "int",
+        3600,
+        "How often cached members are swept (own member and voice members kept).",
+        D,
+        minimum=1,
+    ),
+    Knob(
+        "DISCORD_USER_SWEEP_INTERVAL_SECONDS",
+        "int",
+        3600,
+        "How often bot members are swept (frees their Users).",
+        D,
+        minimum=1,
+    ),
+    Knob(
+        "DISCORD_PRESENCE_SWEEP_INTERVAL_SECONDS",
+        "int",
+        3600,
+        "How often offline presences with no activity are cleared.",
+        D,
+        minimum=1,
+    ),
+)
+
+KNOBS_BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
+
+
+def parse_knob(knob: Knob, raw: str | None) -> tuple[Any, str | None]:
+    """Return (value, error) for one raw env string; error names the variable."""
+    if raw is None or (raw.strip() == "" and (knob.optional or knob.kind == "str")):
+        return (None if knob.optional else knob.default), None
+    text = raw.strip()
+    value = _convert(knob, text)
+    if value is None or not _in_range(knob, value):
+        return (
+            knob.default,
+            f"{knob.name}={raw!r} is invalid: expected {knob.expected()}.",
+        )
+    return value, None
+
+
+def _convert(knob: Knob, text: str) -> Any:
+    converters: dict[str, Callable[[str], Any]] = {
+        "int": _to_int,
+        "float": _to_float,
+        "bool": _to_bool,
+        "str": str,
+    }
+    return converters[knob.kind](text)
+
+
+def _to_int(text: str) -> int | None:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        return None
+
+
+def _to_float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _to_bool(text: str) -> bool | None:
+    word = text.lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    return None
+
+
+def _in_range(knob: Knob, value: Any) -> bool:
+    if knob.kind not in ("int", "float"):
+        return True
+    if knob.minimum is not None and value < knob.minimum:
+        return False
+    return knob.maximum is None or value <= knob.maximum
+
+
+def read_knobs(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Parse every knob from env; return the values and the list of errors."""
+    values: dict[str, Any] = {}
+    errors: list[str] = []
+    for knob in KNOBS:
+        value, error = parse_knob(knob, env.get(knob.name))
+        values[knob.name] = value
+        if error:
+            errors.append(error)
+    errors.extend(cross_field_errors(values))
+    return values, errors
+
+
+def cross_field_errors(values: Mapping[str, Any]) -> list[str]:
+    """Return errors for combinations of valid values that contradict each other."""
+    errors = []
+    warning = values["MEMORY_WARNING_THRESHOLD"]
+    critical = values["MEMORY_CRITICAL_THRESHOLD"]
+    if warning >= critical:
+        errors.append(
+            f"MEMORY_WARNING_THRESHOLD={warning} must be below "
+            f"MEMORY_CRITICAL_THRESHOLD={critical}."
+        )
+    table_ttl_ms = values["MARKDOWN_TABLE_CACHE_TTL_MINUTES"] * 60_000
+    if values["MARKDOWN_TABLE_BUTTON_TIMEOUT_MS"] > table_ttl_ms:
+        errors.append(
+            f"MARKDOWN_TABLE_BUTTON_TIMEOUT_MS={values['MARKDOWN_TABLE_BUTTON_TIMEOUT_MS']} "
+            f"must not exceed MARKDOWN_TABLE_CACHE_TTL_MINUTES "
+            f"({values['MARKDOWN_TABLE_CACHE_TTL_MINUTES']} min = {table_ttl_ms} ms), "
+            "or the button outlives its entry."
+        )
+    return errors

@@ -1,0 +1,47 @@
+"""Base class of every model that feeds a cache layer.
+
+It remembers the values a row was loaded with, so an invalidation rule can
+name the cache keys of both the old and the new row when a key field changes
+(a persona moved to another server, a whitelist row moved to another channel),
+and it gives the model a QuerySet whose bulk write paths (update, delete,
+bulk_create, bulk_update), which Django sends no per-row signal for, still
+invalidate. The invalidation machinery lives in `caches.invalidation`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class CacheFeedingQuerySet(models.QuerySet):
+    """QuerySet whose signal-less bulk writes still invalidate (see caches.invalidation)."""
+
+
+class CacheFeedingModel(models.Model):
+    """A model whose writes invalidate cache entries after commit."""
+
+    objects = CacheFeedingQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:
+        instance = super().from_db(db, field_names, values)
+        instance._loaded_values = dict(zip(field_names, values, strict=True))
+        return instance
+
+    def loaded_value(self, attname: str) -> Any:
+        """Return the value `attname` had when the row was loaded (or now, if new)."""
+        loaded = getattr(self, "_loaded_values", None)
+        if loaded is None or attname not in loaded:
+            return getattr(self, attname)
+        return loaded[attname]
+
+    def mark_saved(self) -> None:
+        """Make the current values the baseline for the next change."""
+        self._loaded_values = {
+            f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields
+        }

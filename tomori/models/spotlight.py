@@ -1,0 +1,35 @@
+"""Personal spotlights: a user's persona focus in one channel, until it expires."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tomori.models.base import CacheFeedingModel
+from tomori.models.servers import Persona, Server
+from tomori.models.users import User
+
+
+class PersonalSpotlight(CacheFeedingModel):
+    """A user's spotlight on a persona in a channel of a server."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="spotlights")
+    channel_disc_id = models.BigIntegerField()
+    persona = models.ForeignKey(
+        Persona, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "personal_spotlights"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "user", "channel_disc_id"],
+                name="spotlight_unique_triple",
+            )
+        ]
+        indexes = [models.Index(fields=["server", "expires_at"], name="spot_server")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in #{self.channel_disc_id}"

@@ -1,0 +1,1 @@
+"""Repositories: every ORM read used by a cache loader and every write."""

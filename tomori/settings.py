@@ -1,0 +1,147 @@
+"""Django settings for Tomori, read from the environment with django-environ."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from tomori.knobs import read_knobs
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY (a long random string) or, "
+            "for local development only, DEBUG=true."
+        )
+    SECRET_KEY = "dev-only-insecure-secret-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else []
+)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "tomori.apps.TomoriConfig",
+    "caches.apps.CachesConfig",
+    "metrics.apps.MetricsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tomori.urls"
+WSGI_APPLICATION = "tomori.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'tomori.sqlite3'}"
+    )
+}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the admin thread read while the bot worker writes.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
+    DATABASES["default"]["OPTIONS"].setdefault("timeout", 20)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Redis: optional. Set, it carries the invalidation bus, the workers' live
+# snapshots and Celery; unset, everything runs in one process.
+REDIS_URL = env.str("REDIS_URL", default="")
+TOMORI_BUS_CHANNEL = env.str("TOMORI_BUS_CHANNEL", default="tomori:bus")
+TOMORI_WORKER_ID = env.str("TOMORI_WORKER_ID", default="")
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = TIME_ZONE
+
+# Versioned encryption keys for stored secrets (webhook tokens):
+# CRYPTO_SECRET_V1, CRYPTO_SECRET_V2, ... and CRYPTO_SECRET_CURRENT=<n>.
+CRYPTO_SECRETS: dict[int, str] = {
+    int(name.removeprefix("CRYPTO_SECRET_V")): value
+    for name, value in os.environ.items()
+    if name.startswith("CRYPTO_SECRET_V")
+    and name.removeprefix("CRYPTO_SECRET_V").isdigit()
+    and value
+}
+CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
+
+# Every operational knob of the spec (tomori/knobs.py). Bad values do not
+# raise here: tomori.checks reports them all, naming each variable.
+_knob_values, KNOB_ERRORS = read_knobs(os.environ)
+globals().update(_knob_values)
+if PERSONA_SPRITE_CACHE_TTL_MINUTES is None:  # noqa: F821 (set just above)
+    PERSONA_SPRITE_CACHE_TTL_MINUTES = TOMORI_STATE_CACHE_TTL_MINUTES  # noqa: F821
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "discord": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}
