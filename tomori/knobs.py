@@ -676,3 +676,28 @@ def cross_field_errors(values: Mapping[str, Any]) -> list[str]:
             "or the button outlives its entry."
         )
     return errors
+
+
+def markdown_table() -> str:
+    """Render the settings table the README carries (`python -m tomori.knobs`)."""
+    lines: list[str] = []
+    group = None
+    for knob in KNOBS:
+        if knob.group != group:
+            group = knob.group
+            lines += [
+                "",
+                f"#### {group}",
+                "",
+                "| variable | default | accepted | effect |",
+            ]
+            lines.append("|---|---|---|---|")
+        default = "unset" if knob.default in (None, "") else f"`{knob.default}`"
+        if isinstance(knob.default, bool):
+            default = f"`{str(knob.default).lower()}`"
+        lines.append(f"| `{knob.name}` | {default} | {knob.expected()} | {knob.help} |")
+    return "\n".join(lines).strip() + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table())

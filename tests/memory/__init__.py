@@ -1,0 +1,1 @@
+"""Tests for the memory guard, memory readers and libvips settings."""
