@@ -1,0 +1,22 @@
+"""Structured metric log lines: one JSON object per line under `tomori.metrics`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+logger = logging.getLogger("tomori.metrics")
+
+
+def log_metric(name: str, fields: dict[str, Any]) -> str:
+    """Emit one `{"metric": name, ...}` JSON line and return it."""
+    line = json.dumps(
+        {"metric": name, "ts": round(time.time(), 3), **fields},
+        default=str,
+        separators=(",", ":"),
+        sort_keys=False,
+    )
+    logger.info(line)
+    return line

@@ -1,0 +1,130 @@
+"""Settings: every knob parses, and every kind of bad value names its variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tomori.knobs import KNOBS, read_knobs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_parse_without_errors() -> None:
+    values, errors = read_knobs({})
+    assert errors == []
+    assert values["TOMORI_STATE_CACHE_TTL_MINUTES"] == 10
+    assert values["SHORT_TERM_MEMORY_TTL_HOURS"] == 12
+    assert values["SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS"] == 24
+    assert values["SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH"] == 1500
+    assert values["MEMORY_WARNING_THRESHOLD"] == 0.75
+    assert values["CONTAINER_MEMORY_LIMIT_MB"] is None
+
+
+def test_every_knob_is_a_django_setting() -> None:
+    missing = [k.name for k in KNOBS if not hasattr(settings, k.name)]
+    assert missing == []
+
+
+def test_persona_sprite_ttl_falls_back_to_tomori_state_ttl() -> None:
+    assert (
+        settings.PERSONA_SPRITE_CACHE_TTL_MINUTES
+        == settings.TOMORI_STATE_CACHE_TTL_MINUTES
+    )
+
+
+@pytest.mark.parametrize("word", ["1", "true", "YES", "on"])
+def test_booleans_accept_true_words(word: str) -> None:
+    values, errors = read_knobs({"EMERGENCY_CACHE_CLEAR_INCLUDE_STM": word})
+    assert errors == [] and values["EMERGENCY_CACHE_CLEAR_INCLUDE_STM"] is True
+
+
+@pytest.mark.parametrize("word", ["0", "false", "No", "off"])
+def test_booleans_accept_false_words(word: str) -> None:
+    values, errors = read_knobs({"EMERGENCY_CACHE_CLEAR_ENABLED": word})
+    assert errors == [] and values["EMERGENCY_CACHE_CLEAR_ENABLED"] is False
+
+
+@pytest.mark.parametrize(
+    ("env", "name", "fragment"),
+    [
+        ({"USER_CACHE_TTL_MINUTES": "thirty"}, "USER_CACHE_TTL_MINUTES", "integer"),
+        ({"USER_CACHE_TTL_MINUTES": "-5"}, "USER_CACHE_TTL_MINUTES", ">= 1"),
+        ({"USER_CACHE_TTL_MINUTES": "0"}, "USER_CACHE_TTL_MINUTES", ">= 1"),
+        ({"MEMORY_WARNING_THRESHOLD": "1.5"}, "MEMORY_WARNING_THRESHOLD", "0 to 1"),
+        ({"MEMORY_CRITICAL_THRESHOLD": "nan"}, "MEMORY_CRITICAL_THRESHOLD", "number"),
+        ({"EMERGENCY_CACHE_CLEAR_ENABLED": "maybe"}, "EMERGENCY_CACHE_CLEAR_ENABLED", "true"),
+        ({"SHARP_CONCURRENCY": "0"}, "SHARP_CONCURRENCY", "1 to 256"),
+        (
+            {"MEMORY_WARNING_THRESHOLD": "0.9", "MEMORY_CRITICAL_THRESHOLD": "0.8"},
+            "MEMORY_WARNING_THRESHOLD",
+            "below",
+        ),
+        (
+            {"MARKDOWN_TABLE_BUTTON_TIMEOUT_MS": "7200001"},
+            "MARKDOWN_TABLE_BUTTON_TIMEOUT_MS",
+            "must not exceed",
+        ),
+        (
+            {"PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH": "1001"},
+            "PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH",
+            "1 to 1000",
+        ),
+    ],
+)
+def test_invalid_value_is_reported_with_its_variable(
+    env: dict[str, str], name: str, fragment: str
+) -> None:
+    _, errors = read_knobs(env)
+    assert len(errors) == 1
+    assert errors[0].startswith(name) and fragment in errors[0]
+
+
+def _run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    full_env.update({"SECRET_KEY": "x", "CRYPTO_SECRET_V1": "k", "CRYPTO_SECRET_CURRENT": "1"})
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_manage_check_stops_on_invalid_setting_naming_it() -> None:
+    result = _run_manage("check", USER_CACHE_TTL_MINUTES="abc", SHARP_CACHE_ITEMS="-1")
+    assert result.returncode != 0
+    assert "caches.E001" in result.stderr
+    assert "USER_CACHE_TTL_MINUTES='abc'" in result.stderr
+    assert "SHARP_CACHE_ITEMS='-1'" in result.stderr
+
+
+def test_manage_check_passes_on_defaults() -> None:
+    result = _run_manage("check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_production_without_secret_key_refuses_to_start() -> None:
+    result = _run_manage("check", SECRET_KEY="", DEBUG="false")
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_production_without_crypto_keys_refuses_to_start() -> None:
+    result = _run_manage("check", CRYPTO_SECRET_CURRENT="", DEBUG="false")
+    assert result.returncode != 0
+    assert "CRYPTO_SECRET_CURRENT" in result.stderr
+
+
+def test_readme_lists_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [k.name for k in KNOBS if f"`{k.name}`" not in readme]
+    assert missing == []
