@@ -365,7 +365,7 @@ KNOBS: tuple[Knob, ...] = (
         0.75,
         "Fraction of the limit at which the guard enters 'warning'.",
         E,
-        minimum=0,
+        minimum=0.01,
         maximum=1,
     ),
     Knob(
@@ -374,7 +374,7 @@ KNOBS: tuple[Knob, ...] = (
         0.85,
         "Fraction of the limit at which the guard enters 'critical' and runs the emergency clear.",
         E,
-        minimum=0,
+        minimum=0.01,
         maximum=1,
     ),
     Knob(

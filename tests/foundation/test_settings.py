@@ -56,7 +56,7 @@ def test_booleans_accept_false_words(word: str) -> None:
         ({"USER_CACHE_TTL_MINUTES": "thirty"}, "USER_CACHE_TTL_MINUTES", "integer"),
         ({"USER_CACHE_TTL_MINUTES": "-5"}, "USER_CACHE_TTL_MINUTES", ">= 1"),
         ({"USER_CACHE_TTL_MINUTES": "0"}, "USER_CACHE_TTL_MINUTES", ">= 1"),
-        ({"MEMORY_WARNING_THRESHOLD": "1.5"}, "MEMORY_WARNING_THRESHOLD", "0 to 1"),
+        ({"MEMORY_WARNING_THRESHOLD": "1.5"}, "MEMORY_WARNING_THRESHOLD", "0.01 to 1"),
         ({"MEMORY_CRITICAL_THRESHOLD": "nan"}, "MEMORY_CRITICAL_THRESHOLD", "number"),
         ({"EMERGENCY_CACHE_CLEAR_ENABLED": "maybe"}, "EMERGENCY_CACHE_CLEAR_ENABLED", "true"),
         ({"SHARP_CONCURRENCY": "0"}, "SHARP_CONCURRENCY", "1 to 256"),
