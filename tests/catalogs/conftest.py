@@ -1,0 +1,93 @@
+"""Fixtures: a fake OpenRouter on loopback, fake clocks and a CatalogSet factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from caches.catalogs import CatalogSet
+from caches.catalogs.fake_server import FakeOpenRouter
+
+MIN_INTERVAL = 60.0
+TTL = 3600.0
+WALL_START = 1_700_000_000.0
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def text_model(model_id: str, **fields: Any) -> dict[str, Any]:
+    """Return a minimal text-catalog item; `fields` override or add keys."""
+    return {"id": model_id, "name": model_id.title(), "description": "", **fields}
+
+
+def basic_model(model_id: str) -> dict[str, Any]:
+    """Return a minimal embedding/image/video item."""
+    return {
+        "id": model_id,
+        "name": model_id.title(),
+        "description": f"{model_id} model",
+    }
+
+
+def starter_catalogs() -> dict[str, list[dict[str, Any]]]:
+    """Return one or two models per catalog."""
+    return {
+        "text": [text_model("openai/gpt-4o"), text_model("anthropic/claude-3.5-haiku")],
+        "embedding": [basic_model("openai/text-embedding-3-small")],
+        "image": [basic_model("google/gemini-2.5-flash-image")],
+        "video": [basic_model("google/veo-3.1")],
+    }
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def wall_clock() -> FakeClock:
+    return FakeClock(WALL_START)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeOpenRouter]:
+    async with FakeOpenRouter(catalogs=starter_catalogs()) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def make_catalogs(
+    server: FakeOpenRouter, clock: FakeClock, wall_clock: FakeClock
+) -> AsyncIterator[Callable[..., CatalogSet]]:
+    """Build CatalogSets against the fake server; keyword arguments override defaults."""
+    made: list[CatalogSet] = []
+
+    def make(**overrides: Any) -> CatalogSet:
+        options: dict[str, Any] = {
+            "base_url": server.base_url,
+            "ttl": TTL,
+            "min_interval": MIN_INTERVAL,
+            "timeout": 5.0,
+            "clock": clock,
+            "wall_clock": wall_clock,
+        }
+        catalogs = CatalogSet(**(options | overrides))
+        made.append(catalogs)
+        return catalogs
+
+    yield make
+    for catalogs in made:
+        await catalogs.aclose()
