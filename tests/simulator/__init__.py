@@ -1,0 +1,1 @@
+"""Tests of the simulated Discord against the real discord.py client."""
