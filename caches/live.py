@@ -1,0 +1,92 @@
+"""Live worker snapshots: each bot worker publishes its registry state for the admin.
+
+With Redis, a worker writes `tomori:worker:<id>` with an expiry a few times
+the publish interval, so a worker that dies disappears from the dashboard on
+its own. Without Redis (the embedded default, admin and worker in one
+process) the snapshot is kept in this module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "tomori:worker:"
+_local: dict[str, tuple[float, dict[str, Any]]] = {}
+_local_lock = threading.Lock()
+_redis_client: Any = None
+
+
+def snapshot_ttl_seconds() -> float:
+    """Return how long a published snapshot counts as live."""
+    return max(3 * settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, 5.0)
+
+
+def _redis() -> Any:
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+        )
+    return _redis_client
+
+
+def publish_snapshot(worker_id: str, snapshot: dict[str, Any]) -> bool:
+    """Publish one worker's snapshot; return whether it was stored. Never raises."""
+    payload = {**snapshot, "worker_id": worker_id, "published_at": time.time()}
+    ttl = snapshot_ttl_seconds()
+    if not settings.REDIS_URL:
+        with _local_lock:
+            _local[worker_id] = (time.monotonic() + ttl, payload)
+        return True
+    try:
+        _redis().set(
+            KEY_PREFIX + worker_id, json.dumps(payload, default=str), px=int(ttl * 1000)
+        )
+    except Exception as exc:  # noqa: BLE001 (a dashboard feed must not break the worker)
+        logger.warning("could not publish the worker snapshot: %s", exc)
+        return False
+    return True
+
+
+def withdraw_snapshot(worker_id: str) -> None:
+    """Remove a worker's snapshot (clean shutdown). Never raises."""
+    with _local_lock:
+        _local.pop(worker_id, None)
+    if settings.REDIS_URL:
+        try:
+            _redis().delete(KEY_PREFIX + worker_id)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("could not withdraw the worker snapshot: %s", exc)
+
+
+def live_snapshots() -> list[dict[str, Any]]:
+    """Return the snapshots of every live worker, sorted by worker id."""
+    if not settings.REDIS_URL:
+        now = time.monotonic()
+        with _local_lock:
+            for worker_id in [w for w, (exp, _) in _local.items() if exp <= now]:
+                del _local[worker_id]
+            found = [snap for _, snap in _local.values()]
+        return sorted(found, key=lambda s: s["worker_id"])
+    client = _redis()
+    keys = sorted(client.scan_iter(match=KEY_PREFIX + "*", count=100))
+    values = client.mget(keys) if keys else []
+    return [json.loads(v) for v in values if v is not None]
+
+
+def reset_for_tests() -> None:
+    """Forget local snapshots and the Redis client (settings may have changed)."""
+    global _redis_client
+    with _local_lock:
+        _local.clear()
+    _redis_client = None

@@ -1,0 +1,114 @@
+"""One bot worker per shard: a lock that a second `runbot` on the same shard cannot take.
+
+With Redis the lock is a key with an expiry that the holder keeps renewing, so
+it spans machines and frees itself when a worker dies. Without Redis it is an
+flock on a file under var/, which the kernel releases when the process exits.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+LOCK_TTL_MS = 30_000
+_RENEW = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+)
+_RELEASE = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) else return 0 end"
+)
+
+
+class ShardLockError(RuntimeError):
+    """Another worker already runs this shard."""
+
+
+def lock_name(shard_ids: list[int] | None, shard_count: int | None) -> str:
+    """Return the lock's name for a set of shards (or the unsharded bot)."""
+    if not shard_ids:
+        return "runbot-unsharded"
+    return f"runbot-shards-{'-'.join(map(str, sorted(shard_ids)))}-of-{shard_count}"
+
+
+class ShardLock:
+    """Hold the per-shard lock for the lifetime of a worker."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.token = uuid.uuid4().hex
+        self._file: IO[str] | None = None
+        self._redis: Any = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise ShardLockError naming the holder."""
+        if settings.REDIS_URL:
+            self._acquire_redis()
+        else:
+            self._acquire_file()
+
+    def renew(self) -> bool:
+        """Extend a Redis lock (call well within LOCK_TTL_MS); file locks need nothing."""
+        if self._redis is None:
+            return True
+        try:
+            return bool(self._redis.eval(_RENEW, 1, self._key, self.token, LOCK_TTL_MS))
+        except Exception as exc:  # noqa: BLE001 (a Redis blip must not stop the bot)
+            logger.warning("could not renew the shard lock: %s", exc)
+            return False
+
+    def release(self) -> None:
+        """Give the lock back. Never raises."""
+        if self._redis is not None:
+            try:
+                self._redis.eval(_RELEASE, 1, self._key, self.token)
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("could not release the shard lock: %s", exc)
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+    @property
+    def _key(self) -> str:
+        return f"tomori:lock:{self.name}"
+
+    def _acquire_redis(self) -> None:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        holder = f"{self.token}"
+        if not client.set(self._key, holder, nx=True, px=LOCK_TTL_MS):
+            raise ShardLockError(
+                f"another runbot already holds {self.name} (Redis key {self._key}); "
+                "stop it first or wait for its lock to expire"
+            )
+        self._redis = client
+
+    def _acquire_file(self) -> None:
+        directory = Path(settings.VAR_DIR) / "locks"
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = open(directory / f"{self.name}.lock", "a+")  # noqa: SIM115 (held open)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise ShardLockError(
+                f"another runbot already holds {self.name} (pid {holder})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
