@@ -1,0 +1,18 @@
+"""The cache core: one bounded, TTL-aware map for every layer (no Django here)."""
+
+from caches.core.bounded import BoundedTTLCache, Loader
+from caches.core.clock import Clock, FakeClock
+from caches.core.markers import MISSING, DoNotCache, Missing
+from caches.core.store import MAX_TTL_QUEUES, ExpiringStore
+
+__all__ = [
+    "MAX_TTL_QUEUES",
+    "MISSING",
+    "BoundedTTLCache",
+    "Clock",
+    "DoNotCache",
+    "ExpiringStore",
+    "FakeClock",
+    "Loader",
+    "Missing",
+]

@@ -1,0 +1,266 @@
+"""BoundedTTLCache: the bounded, TTL-aware map behind every cache layer.
+
+Storage (the dict, deadlines, expiry, the cap and eviction order) is
+`ExpiringStore` in `caches.core.store`; read its docstring for the layout and
+the exact expiry and eviction rules. This class adds counted reads,
+single-flight loading, invalidation and stats.
+
+Loading. Concurrent misses of one key share one load, run as its own task;
+waiters await it through `asyncio.shield`, so a cancelled waiter cancels only
+itself. A load whose key is invalidated (or matched by invalidate_where or
+invalidate_prefix, or the cache cleared) while it runs is detached: its
+waiters still get its result, but it is not stored, and later callers start
+a fresh load rather than join the stale one.
+
+Threads. The bot is single-threaded asyncio, and a cache is confined to the
+thread that runs the event loop: it takes no locks (an uncontended lock here
+costs more than the whole hit path, and about a third of a write). If another
+thread reads anyway: a `get` that finds nothing expired is one `dict.get`,
+atomic under the GIL, so it returns a correct value or a miss; but any call
+that writes, invalidates, or has to drop expired entries first mutates the
+order queues and can race with the loop thread and corrupt them. So another
+thread must hop to the loop (`loop.call_soon_threadsafe`,
+`asyncio.run_coroutine_threadsafe`) rather than call in. `get_or_load` is
+bound to the running loop in any case (its in-flight loads are tasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any, TypeVar, overload
+
+from caches.core.clock import Clock
+from caches.core.markers import MISSING, DoNotCache, Missing
+from caches.core.store import ExpiringStore
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+D = TypeVar("D")
+
+Loader = Callable[[], Awaitable["V | DoNotCache[V]"]]
+
+
+class _Flight:
+    """One in-flight load: the task running the loader and its staleness."""
+
+    __slots__ = ("task", "stale")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        # Set when the key is invalidated (or the cache cleared) mid-load:
+        # the result still reaches its waiters but is not stored.
+        self.stale = False
+
+    def joinable(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Tell whether a caller on `loop` can still wait for this load."""
+        # A task left pending on a closed loop (a finished test's loop, with
+        # the cache a module singleton) would never finish: load afresh.
+        task = self.task
+        return task is not None and not task.done() and task.get_loop() is loop
+
+
+class BoundedTTLCache(ExpiringStore[K, V]):
+    """A bounded map with per-entry deadlines, single-flight loads and stats."""
+
+    last_invalidation: float | None  # set by reset_stats
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        maxsize: int,
+        ttl: float | None = None,
+        sweep_interval: float = 600.0,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if not sweep_interval > 0:
+            raise ValueError(f"cache {name!r}: sweep_interval must be > 0")
+        super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock)
+        # Expired entries go at the first read or write past their deadline,
+        # which already meets the sweep contract; kept and reported for it.
+        self.sweep_interval = float(sweep_interval)
+        self._inflight: dict[K, _Flight] = {}
+        self.reset_stats()
+
+    # ----------------------------------------------------------- reads
+
+    @overload
+    def get(self, key: K) -> V | Missing: ...
+
+    @overload
+    def get(self, key: K, default: D) -> V | D: ...
+
+    def get(self, key: K, default: Any = MISSING) -> Any:
+        """Return the live value for `key`, or `default` on a miss."""
+        # Hot path: nothing has expired yet, so the dict answers alone.
+        if self._now() < self._front_deadline:
+            value = self._data.get(key, MISSING)
+            if value is not MISSING:
+                self.hits += 1
+                return value
+            self.misses += 1
+            return default
+        return self._get_after_expiry(key, default)
+
+    def _get_after_expiry(self, key: K, default: Any) -> Any:
+        self._expire_due()
+        value = self._data.get(key, MISSING)
+        if value is MISSING:
+            self.misses += 1
+            return default
+        self.hits += 1
+        return value
+
+    # ----------------------------------------------------------- loading
+
+    async def get_or_load(
+        self, key: K, loader: Loader[V], *, ttl: float | None = None
+    ) -> V:
+        """Return the value for `key`, running `loader` once for concurrent misses.
+
+        A loader error reaches every waiter and nothing is cached. A
+        `DoNotCache(value)` result reaches every waiter and is not stored,
+        and neither is a result whose key was invalidated during the load.
+        """
+        if self._now() < self._front_deadline:
+            value = self._data.get(key, MISSING)
+            if value is not MISSING:
+                self.hits += 1
+                return value
+        value = self._get_after_expiry(key, MISSING)
+        if value is not MISSING:
+            return value
+        loop = asyncio.get_running_loop()
+        flight = self._inflight.get(key)
+        if flight is None or not flight.joinable(loop):
+            flight = self._start_load(key, loader, ttl, loop)
+        # shield: a cancelled waiter must not cancel the load the others share.
+        return await asyncio.shield(flight.task)  # type: ignore[arg-type]
+
+    def _start_load(
+        self,
+        key: K,
+        loader: Loader[V],
+        ttl: float | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> _Flight:
+        flight = _Flight()
+        self._inflight[key] = flight
+        self.loads += 1
+        flight.task = loop.create_task(
+            self._run_load(key, loader, ttl, flight),
+            name=f"cache-load:{self.name}",
+        )
+        return flight
+
+    async def _run_load(
+        self, key: K, loader: Loader[V], ttl: float | None, flight: _Flight
+    ) -> V:
+        try:
+            result = await loader()
+        except Exception:
+            self.load_failures += 1
+            raise
+        finally:
+            if self._inflight.get(key) is flight:
+                del self._inflight[key]
+        if isinstance(result, DoNotCache):
+            return result.value  # type: ignore[no-any-return]
+        if not flight.stale:
+            self.set(key, result, ttl)
+        return result
+
+    def _detach_flights(self, keys: Iterable[K]) -> int:
+        # Later callers start a fresh load instead of joining a stale one.
+        count = 0
+        for key in list(keys):
+            flight = self._inflight.pop(key, None)
+            if flight is not None:
+                flight.stale = True
+                count += 1
+        return count
+
+    # ----------------------------------------------------------- removal
+
+    def invalidate(self, key: K) -> int:
+        """Drop `key` and stale its in-flight load; return entries removed."""
+        self._expire_due()
+        removed = 0
+        if key in self._data:
+            self._remove(key)
+            removed = 1
+        staled = self._detach_flights([key] if key in self._inflight else [])
+        self._note_invalidation(removed, staled)
+        return removed
+
+    def invalidate_where(self, predicate: Callable[[K], bool]) -> int:
+        """Drop every key matching `predicate`; return entries removed."""
+        self._expire_due()
+        matched = [key for key in self._data if predicate(key)]
+        for key in matched:
+            self._remove(key)
+        staled = self._detach_flights(k for k in self._inflight if predicate(k))
+        self._note_invalidation(len(matched), staled)
+        return len(matched)
+
+    def invalidate_prefix(self, prefix: str) -> int:
+        """Drop every string key starting with `prefix`; return entries removed."""
+        return self.invalidate_where(
+            lambda key: isinstance(key, str) and key.startswith(prefix)
+        )
+
+    def clear(self) -> int:
+        """Drop every entry and stale every in-flight load; return entries removed."""
+        removed = self._clear_entries()
+        staled = self._detach_flights(self._inflight)
+        self._note_invalidation(removed, staled)
+        return removed
+
+    def _note_invalidation(self, removed: int, staled: int) -> None:
+        self.invalidations += removed
+        if removed or staled:
+            self.last_invalidation = time.time()
+
+    # ----------------------------------------------------------- stats
+
+    def reset_stats(self) -> None:
+        """Zero every counter (tests)."""
+        self.hits = 0
+        self.misses = 0
+        self.loads = 0
+        self.load_failures = 0
+        self.evictions = 0
+        self.expirations = 0
+        self.invalidations = 0
+        self.last_invalidation = None
+
+    def stats(self) -> dict[str, Any]:
+        """Return this cache's counters, resident size, cap and ttl.
+
+        `size` is resident entries: it does not drop expired ones first, so
+        it reads without side effects and shows what memory actually holds.
+        """
+        return {
+            "name": self.name,
+            "hits": self.hits,
+            "misses": self.misses,
+            "loads": self.loads,
+            "load_failures": self.load_failures,
+            "evictions": self.evictions,
+            "expirations": self.expirations,
+            "invalidations": self.invalidations,
+            "size": len(self._data),
+            "cap": self.maxsize,
+            "ttl": self.ttl,
+            "sweep_interval": self.sweep_interval,
+            "in_flight": len(self._inflight),
+            "last_invalidation": self.last_invalidation,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<BoundedTTLCache {self.name!r} size={len(self._data)}"
+            f" cap={self.maxsize} ttl={self.ttl}>"
+        )

@@ -1,0 +1,314 @@
+"""ExpiringStore: the bounded, expiring storage under every BoundedTTLCache.
+
+Layout. Values live in one plain dict (`_data`), so a hit is a clock call, a
+compare and one `dict.get`. Deadlines and store order live beside it in
+`SlotQueue`s (one per distinct ttl, see `caches.core.slots`), sorted by
+deadline, so `_front_deadline` (the earliest deadline of any entry) tells in
+one compare whether anything has expired at all.
+
+Expiry. Once the clock passes `_front_deadline`, the next read or write drops
+every expired entry (popping queue fronts, O(1) amortised per entry) before
+it answers. So an expired entry is a miss and counts as an expiration, and a
+key written once and never read is freed at the next read or write after its
+deadline. That is stricter than the sweep-on-write contract (freed within
+ttl + sweep_interval); `sweep_interval` is accepted for that contract and
+reported, but no periodic full scan is ever needed.
+
+Bound. A new key at the cap first drops expired entries, then evicts the
+oldest-stored entry. Re-setting an existing key never evicts; it refreshes
+both its deadline and its position (it becomes the newest), like a new store.
+Entries stored at the very same clock reading with different ttls have no
+defined order between them (only a fake clock ever produces such ties; with
+one ttl, order is exact).
+
+Per-entry ttl. `set(key, value, ttl=...)` puts the slot in that ttl's queue.
+Up to 32 distinct ttls are kept exactly; a 33rd expires at the nearest
+shorter kept ttl (never later than asked).
+
+Clock. Any non-decreasing float clock (default `time.monotonic`). Swapping
+clocks (`set_clock` or assigning `cache.clock`) carries every entry's
+remaining lifetime over to the new clock.
+
+Like the cache built on it, the store is confined to the event-loop thread
+(see `caches.core.bounded`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Hashable
+from typing import Any, Generic, TypeVar, cast, overload
+
+from caches.core.clock import Clock
+from caches.core.markers import MISSING, Missing
+from caches.core.slots import COMPACT_AFTER as _COMPACT_AFTER
+from caches.core.slots import SlotQueue, StaleRecord
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+D = TypeVar("D")
+
+# Distinct per-entry ttls kept exactly; see the module docstring.
+MAX_TTL_QUEUES = 32
+# Stale slots tolerated beyond the live entry count before queues are rebuilt.
+_STALE_SLACK = 1024
+
+
+class ExpiringStore(Generic[K, V]):
+    """Values in a dict, deadlines and store order in per-ttl slot queues."""
+
+    # Set by _reset_structure (and reset on clear):
+    _q0: SlotQueue  # the queue of the store's own ttl
+    _queues: dict[float, SlotQueue]  # every ttl queue, _q0 included
+    _stale: dict[K, StaleRecord]  # keys that have stale slots
+    _stale_slots: int
+    _front_deadline: float  # no entry expires before this
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        maxsize: int,
+        ttl: float | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if maxsize < 1:
+            raise ValueError(f"cache {name!r}: maxsize must be >= 1, got {maxsize}")
+        if ttl is not None and not ttl > 0:
+            raise ValueError(f"cache {name!r}: ttl must be > 0 or None, got {ttl}")
+        self.name = name
+        self.maxsize = maxsize
+        self.ttl = None if ttl is None else float(ttl)
+        self._now: Clock = clock
+        self._data: dict[K, V] = {}
+        self.evictions = 0
+        self.expirations = 0
+        self._reset_structure()
+
+    # ----------------------------------------------------------- clock
+
+    @property
+    def clock(self) -> Clock:
+        """Return the clock this cache reads deadlines from."""
+        return self._now
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.set_clock(clock)
+
+    def set_clock(self, clock: Clock) -> None:
+        """Read time from `clock`, keeping each entry's remaining lifetime."""
+        offset = clock() - self._now()
+        for queue in self._queues.values():
+            queue.rebase(offset)
+        self._front_deadline += offset
+        self._now = clock
+
+    # ----------------------------------------------------------- reads
+
+    @overload
+    def peek(self, key: K) -> V | Missing: ...
+
+    @overload
+    def peek(self, key: K, default: D) -> V | D: ...
+
+    def peek(self, key: K, default: Any = MISSING) -> Any:
+        """Return the live value for `key` without counting a hit or miss."""
+        self._expire_due()
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._expire_due()
+        return key in self._data
+
+    def __len__(self) -> int:
+        self._expire_due()
+        return len(self._data)
+
+    def keys(self) -> list[K]:
+        """Return a snapshot of the live keys, in no promised order."""
+        self._expire_due()
+        return list(self._data)
+
+    def items(self) -> list[tuple[K, V]]:
+        """Return a snapshot of the live (key, value) pairs."""
+        self._expire_due()
+        return list(self._data.items())
+
+    # ----------------------------------------------------------- writes
+
+    def set(self, key: K, value: V, ttl: float | None = None) -> None:
+        """Store `value` under `key` for `ttl` seconds (None: the cache's ttl)."""
+        now = self._now()
+        if now >= self._front_deadline:
+            self._expire(now)
+        data = self._data
+        if key in data:
+            self._replace(key, value, self._pick_queue(ttl), now)
+            return
+        if len(data) >= self.maxsize:
+            if self._stale or len(self._queues) > 1:
+                self._evict_one()
+            else:
+                # Inlined pop of the one queue's front: the hot path of a full
+                # cache, where every slot is live (no stale records exist).
+                q0 = self._q0
+                keys = q0.keys
+                head = q0.head
+                del data[keys[head]]  # type: ignore[arg-type]
+                keys[head] = None
+                head += 1
+                if head >= _COMPACT_AFTER and head * 2 >= len(keys):
+                    del keys[:head]
+                    del q0.times[:head]
+                    q0.base += head
+                    head = 0
+                q0.head = head
+                self.evictions += 1
+        # Chosen after evicting: eviction may drop an empty ttl queue.
+        queue = self._q0 if ttl is None else self._queue_for(ttl)
+        queue.keys.append(key)
+        queue.times.append(now)
+        data[key] = value
+        if self._stale:
+            self._note_live_slot(key, queue)
+        deadline = now + queue.ttl
+        if deadline < self._front_deadline:
+            self._front_deadline = deadline
+
+    def _replace(self, key: K, value: V, queue: SlotQueue, now: float) -> None:
+        # The old slot stays queued as stale; the key moves to the back.
+        record = self._stale.get(key)
+        if record is None:
+            record = self._stale[key] = StaleRecord()
+        record.stale += 1
+        self._stale_slots += 1
+        record.live_ttl = queue.ttl
+        record.live_position = queue.push(key, now)
+        self._data[key] = value
+        self._front_deadline = min(self._front_deadline, now + queue.ttl)
+        self._compact_if_bloated()
+
+    def _note_live_slot(self, key: K, queue: SlotQueue) -> None:
+        # The key has stale slots from earlier stores: name its new live one.
+        record = self._stale.get(key)
+        if record is not None:
+            record.live_ttl = queue.ttl
+            record.live_position = queue.base + len(queue.keys) - 1
+
+    def _pick_queue(self, ttl: float | None) -> SlotQueue:
+        return self._q0 if ttl is None else self._queue_for(ttl)
+
+    def _queue_for(self, ttl: float) -> SlotQueue:
+        if not ttl > 0:
+            raise ValueError(f"cache {self.name!r}: ttl must be > 0, got {ttl}")
+        queue = self._queues.get(float(ttl))
+        if queue is not None:
+            return queue
+        if len(self._queues) < MAX_TTL_QUEUES:
+            queue = self._queues[float(ttl)] = SlotQueue(float(ttl))
+            return queue
+        shorter = [q for q in self._queues.values() if q.ttl < ttl]
+        if shorter:
+            return max(shorter, key=lambda q: q.ttl)
+        return min(self._queues.values(), key=lambda q: q.ttl)
+
+    # ----------------------------------------------------------- removal
+
+    def clear_expired(self) -> int:
+        """Drop every expired entry now; return how many were dropped."""
+        now = self._now()
+        return self._expire(now) if now >= self._front_deadline else 0
+
+    def _remove(self, key: K) -> None:
+        # The key's slot stays queued as stale until a pop or compaction.
+        del self._data[key]
+        record = self._stale.get(key)
+        if record is None:
+            record = self._stale[key] = StaleRecord()
+        record.stale += 1
+        record.live_ttl = None
+        self._stale_slots += 1
+        self._compact_if_bloated()
+
+    def _clear_entries(self) -> int:
+        removed = len(self._data)
+        self._data.clear()
+        self._reset_structure()
+        return removed
+
+    # ----------------------------------------------------------- upkeep
+
+    def _reset_structure(self) -> None:
+        self._q0 = SlotQueue(math.inf if self.ttl is None else self.ttl)
+        self._queues = {self._q0.ttl: self._q0}
+        self._stale = {}
+        self._stale_slots = 0
+        self._front_deadline = math.inf
+
+    def _expire_due(self) -> None:
+        now = self._now()
+        if now >= self._front_deadline:
+            self._expire(now)
+
+    def _expire(self, now: float) -> int:
+        removed = 0
+        front = math.inf
+        for queue in list(self._queues.values()):
+            ttl = queue.ttl
+            while queue.head < len(queue.keys) and queue.times[queue.head] + ttl <= now:
+                key, position = queue.pop()
+                removed += self._drop_slot(queue, key, position)
+            if queue:
+                front = min(front, queue.front_deadline())
+            elif queue is not self._q0:
+                del self._queues[ttl]
+        self._front_deadline = front
+        self.expirations += removed
+        return removed
+
+    def _evict_one(self) -> None:
+        while True:
+            queue = self._q0 if len(self._queues) == 1 else self._oldest_queue()
+            key, position = queue.pop()
+            if self._drop_slot(queue, key, position):
+                self.evictions += 1
+                return
+
+    def _oldest_queue(self) -> SlotQueue:
+        oldest = min(self._queues.values(), key=SlotQueue.front_time)
+        for queue in list(self._queues.values()):
+            if not queue and queue is not self._q0 and queue is not oldest:
+                del self._queues[queue.ttl]
+        return oldest
+
+    def _drop_slot(self, queue: SlotQueue, key: Any, position: int) -> bool:
+        """Drop the entry a popped slot stands for; False if the slot was stale."""
+        record = self._stale.get(key) if self._stale else None
+        if record is None:
+            del self._data[key]
+            return True
+        if record.is_live_slot(queue.ttl, position):
+            del self._data[key]
+            record.live_ttl = None
+            return True
+        record.stale -= 1
+        self._stale_slots -= 1
+        if not record.stale:
+            del self._stale[key]
+        return False
+
+    def _compact_if_bloated(self) -> None:
+        # Invalidations and re-sets leave stale slots that only pops reclaim;
+        # a cache that neither expires nor fills up would keep them forever.
+        if self._stale_slots <= len(self._data) + _STALE_SLACK:
+            return
+        for queue in self._queues.values():
+            keep = []
+            for key, position in queue.slots():
+                record = self._stale.get(cast(K, key))
+                keep.append(record is None or record.is_live_slot(queue.ttl, position))
+            queue.filter(keep)
+        self._stale.clear()
+        self._stale_slots = 0
