@@ -145,3 +145,16 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+
+# Celery beat: the OpenRouter catalogs every quarter TTL (at least a minute),
+# and the short-term-memory janitor daily.
+CELERY_BEAT_SCHEDULE = {
+    "refresh-openrouter-catalogs": {
+        "task": "caches.refresh_openrouter_catalogs",
+        "schedule": max(60.0, OPENROUTER_CATALOG_TTL_MS / 4000),  # noqa: F821
+    },
+    "purge-short-term-memory": {
+        "task": "tomori.tasks.purge_short_term_memory",
+        "schedule": 86_400.0,
+    },
+}

@@ -1,19 +1,38 @@
-"""Django side of the catalogs: settings, snapshot storage, Celery task, bus (stub).
+"""Django side of the catalogs: settings, snapshot storage, the refresh job, the bus.
 
-The only module of `caches.catalogs` allowed to import Django. The lead wires
-here: storing each successful fetch as a snapshot row (`on_refreshed`),
-loading the newest snapshots at worker start (`CatalogRefresher.load_snapshot`),
-the Celery refresh task and the bus announcement.
+The only module of `caches.catalogs` that imports Django. Celery beat runs
+`refresh_and_store`: it fetches the stale catalogs, stores each successful,
+non-empty fetch as a snapshot row and announces it on the bus; each bot
+worker then loads that row and swaps it in (`reload_snapshot` op). A worker
+starting up serves the stored snapshots before it touches the network.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from caches.catalogs.catalog_set import CatalogSet
+from caches.catalogs.endpoints import CATALOG_NAMES
 from caches.catalogs.refresher import OnRefreshed
+from caches.invalidation import Event, record
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories.catalogs import load_catalog_snapshots, save_catalog_snapshot
+
+logger = logging.getLogger(__name__)
+
+RELOAD_OP = "reload_snapshot"
+
+
+def registry_name(catalog: str) -> str:
+    """Return the registry name of a catalog ("text" -> "openrouter_text")."""
+    return f"openrouter_{catalog}"
 
 
 def build_catalog_set(
@@ -34,3 +53,101 @@ def build_catalog_set(
 def _setting(name: str) -> Any:
     # The knobs are injected into settings by read_knobs(), which mypy cannot see.
     return getattr(settings, name)
+
+
+def load_stored_snapshots_sync(
+    catalogs: CatalogSet, names: list[str] | None = None
+) -> dict[str, bool]:
+    """Swap in the stored snapshots (newer than what serves); return which were taken."""
+    stored = load_catalog_snapshots(names)
+    return {
+        name: catalogs[name].load_snapshot(models, fetched_at.timestamp())
+        for name, (models, fetched_at) in stored.items()
+    }
+
+
+async def load_stored_snapshots(
+    catalogs: CatalogSet, names: list[str] | None = None
+) -> dict[str, bool]:
+    """Async twin of `load_stored_snapshots_sync`; a database error loads nothing."""
+    try:
+        stored = await sync_to_async(load_catalog_snapshots)(names)
+    except Exception as exc:  # noqa: BLE001 (a worker must start even with the DB down)
+        logger.warning("could not load stored catalog snapshots: %s", exc)
+        return {}
+    return {
+        name: catalogs[name].load_snapshot(models, fetched_at.timestamp())
+        for name, (models, fetched_at) in stored.items()
+    }
+
+
+def register_catalogs(catalogs: CatalogSet, *, loop: asyncio.AbstractEventLoop) -> None:
+    """Register the four catalogs (policy preserve) with a `reload_snapshot` op."""
+    for catalog in catalogs:
+        name = catalog.name
+
+        def reload(*_: Any, _name: str = name) -> int:
+            loop.call_soon_threadsafe(
+                lambda: loop.create_task(load_stored_snapshots(catalogs, [_name]))
+            )
+            return 0
+
+        registry.register(
+            registry_name(name),
+            catalog,
+            policy=EmergencyPolicy.PRESERVE,
+            invalidatable=False,
+            description=f"OpenRouter {name} catalog (codename -> model metadata)",
+            key_help="a model codename, e.g. openai/gpt-4o",
+            ops={RELOAD_OP: reload},
+        )
+
+
+async def store_snapshot(name: str, models: list[Any]) -> None:
+    """Store a worker's own successful fetch (an `on_refreshed` callback). Never raises."""
+    try:
+        await sync_to_async(save_catalog_snapshot)(
+            name, models, fetched_at=datetime.now(UTC)
+        )
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("could not store the %s catalog snapshot: %s", name, exc)
+
+
+def refresh_and_store(
+    *, force: bool = False, catalogs: CatalogSet | None = None
+) -> dict[str, str]:
+    """Fetch the stale (or, forced, all) catalogs; store and announce each success.
+
+    Returns {catalog: "refreshed" | "fresh" | "failed"}. A failed fetch stores
+    and announces nothing, so workers keep serving what they have.
+    """
+    catalogs = catalogs or build_catalog_set()
+    load_stored_snapshots_sync(catalogs)
+    fetched: dict[str, list[Any]] = {}
+
+    async def on_refreshed(name: str, models: list[Any]) -> None:
+        fetched[name] = models
+
+    for catalog in catalogs:
+        catalog.on_refreshed = on_refreshed
+    outcome = asyncio.run(_refresh(catalogs, force=force))
+    for name, models in fetched.items():
+        with transaction.atomic():
+            save_catalog_snapshot(name, models, fetched_at=datetime.now(UTC))
+            record([Event(registry_name(name), RELOAD_OP, ())])
+    return outcome
+
+
+async def _refresh(catalogs: CatalogSet, *, force: bool) -> dict[str, str]:
+    outcome: dict[str, str] = {}
+    try:
+        for name in CATALOG_NAMES:
+            catalog = catalogs[name]
+            if not force and not catalog.is_stale():
+                outcome[name] = "fresh"
+                continue
+            ok = await catalog.refresh(force=True)
+            outcome[name] = "refreshed" if ok else "failed"
+    finally:
+        await catalogs.aclose()
+    return outcome
