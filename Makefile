@@ -21,7 +21,7 @@ run: $(STAMP)
 	mkdir -p var
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py seed_demo
-	DEBUG=$${DEBUG:-true} $(PY) manage.py runbot --simulate --serve-admin
+	DEBUG=$${DEBUG:-true} $(PY) manage.py runbot --simulate --serve-admin --fake-openrouter
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || ( \

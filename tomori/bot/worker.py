@@ -1,0 +1,361 @@
+"""The bot worker: start-up in the documented order, the timers, and a clean shutdown.
+
+Start-up order (settings were validated by the command's system checks):
+1. libvips limits, before any image work (they configure one shared instance);
+2. warm the LLM cache, the catalogs (stored snapshots first, network later)
+   and the preset avatars;
+3. subscribe to the bus (invalidations and operator commands);
+4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
+   catalog stale check, live snapshot, shard-lock renewal;
+5. log in (to Discord, or to the built-in simulated Discord).
+SIGTERM/SIGINT stops the timers, closes the gateway and the bus, flushes the
+pending durable short-term-memory writes and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from caches import bus, live
+from caches.catalogs.catalog_set import CatalogSet
+from caches.catalogs.service import (
+    build_catalog_set,
+    load_stored_snapshots,
+    register_catalogs,
+    store_snapshot,
+)
+from caches.emergency import install_emergency_handler
+from caches.media import apply_libvips_settings
+from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.operations.snapshot import build_worker_snapshot
+from caches.operations.worker import WorkerContext, make_command_handler
+from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
+from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
+from tomori.bot.discord_caches import run_discord_sweepers
+from tomori.bot.lock import ShardLock, lock_name
+
+logger = logging.getLogger(__name__)
+
+CATALOG_CHECK_SECONDS = 60.0
+LOCK_RENEW_SECONDS = 10.0
+
+
+@dataclass
+class WorkerOptions:
+    """What `runbot` was asked to do."""
+
+    token: str = ""
+    simulate: bool = True
+    scenario: str = "small"
+    shard_ids: list[int] | None = None
+    shard_count: int | None = None
+    duration: float | None = None
+    serve_admin: bool = False
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 8000
+    traffic_rate: float | None = None
+    fake_openrouter: bool = False
+    worker_id: str = ""
+
+    def resolved_worker_id(self) -> str:
+        """Return the id this worker reports under (host:pid[:shards])."""
+        if self.worker_id:
+            return self.worker_id
+        base = settings.TOMORI_WORKER_ID or f"{socket.gethostname()}:{os.getpid()}"
+        if self.shard_ids:
+            base += ":shard" + "-".join(map(str, self.shard_ids))
+        return base
+
+
+@dataclass
+class _Running:
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    cleanups: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+
+
+class BotWorker:
+    """One bot worker process (one shard set): caches, client, timers."""
+
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.worker_id = options.resolved_worker_id()
+        self.stop_event = asyncio.Event()
+        self.started_at = time.time()
+        self.client: Any = None
+        self.simulator: Any = None
+        self.catalogs: CatalogSet | None = None
+        self.guard: MemoryGuard | None = None
+        self.context: WorkerContext | None = None
+        self.admin_port: int | None = None
+        self._lock = ShardLock(lock_name(options.shard_ids, options.shard_count))
+        self._running = _Running()
+        self.ready = asyncio.Event()
+
+    async def run(self) -> int:
+        """Run until stopped (signal, --duration or `stop()`); return the exit code."""
+        self._lock.acquire()
+        self._install_signal_handlers()
+        try:
+            await self.start()
+            await self._wait_until_done()
+        finally:
+            await self.shutdown()
+        return 0
+
+    def stop(self) -> None:
+        """Ask the worker to shut down."""
+        self.stop_event.set()
+
+    async def start(self) -> None:
+        """Bring the worker up in the documented order."""
+        effective = apply_libvips_settings(
+            concurrency=settings.SHARP_CONCURRENCY,
+            cache_memory_mb=settings.SHARP_CACHE_MEMORY_MB,
+            cache_items=settings.SHARP_CACHE_ITEMS,
+            cache_files=settings.SHARP_CACHE_FILES,
+        )
+        logger.info("libvips limits in effect: %s", effective)
+        await self._warm_caches()
+        self._subscribe()
+        self._start_timers()
+        await self._log_in()
+        self.ready.set()
+        logger.info("worker %s is up", self.worker_id)
+
+    async def _warm_caches(self) -> None:
+        from caches.layers import load_all
+        from caches.layers.llm import initialize_llm_cache
+        from caches.layers.preset_avatar import initialize_preset_avatar_cache
+
+        load_all()
+        if not await initialize_llm_cache():
+            logger.warning(
+                "LLM cache not warmed (database unavailable?); retried on use"
+            )
+        await self._start_catalogs()
+        try:
+            count = await initialize_preset_avatar_cache()
+            logger.info("preset avatars warmed: %d", count)
+        except Exception as exc:  # noqa: BLE001 (re-warmed lazily)
+            logger.warning("preset avatars not warmed: %s", exc)
+
+    async def _start_catalogs(self) -> None:
+        overrides: dict[str, Any] = {}
+        if self.options.fake_openrouter:
+            overrides["base_url"] = await self._start_fake_openrouter()
+        self.catalogs = build_catalog_set(on_refreshed=store_snapshot, **overrides)
+        register_catalogs(self.catalogs, loop=asyncio.get_running_loop())
+        loaded = await load_stored_snapshots(self.catalogs)
+        logger.info("catalog snapshots loaded: %s", loaded or "none stored")
+        self._running.cleanups.append(self.catalogs.aclose)
+        if not self.catalogs.text.is_ready():
+            self._spawn(self.catalogs.warm(), "catalog-warm")
+
+    async def _start_fake_openrouter(self) -> str:
+        from caches.catalogs.fake_server import FakeOpenRouter
+        from caches.catalogs.samples import sample_catalogs
+
+        fake = FakeOpenRouter(catalogs=sample_catalogs())
+        base_url = await fake.start()
+        self._running.cleanups.append(fake.stop)
+        return base_url
+
+    def _subscribe(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.context = WorkerContext(
+            worker_id=self.worker_id,
+            shard_ids=self.options.shard_ids,
+            catalogs=self.catalogs,
+            loop=loop,
+        )
+        bus.start_subscriber(loop=loop)
+        bus.set_command_handler(
+            make_command_handler(self.context, after=self.publish_snapshot)
+        )
+        self._running.cleanups.append(self._close_bus)
+
+    async def _close_bus(self) -> None:
+        bus.set_command_handler(None)
+        await asyncio.to_thread(bus.stop)
+
+    def _start_timers(self) -> None:
+        limit, source = detect_memory_limit_bytes(
+            configured_mb=settings.CONTAINER_MEMORY_LIMIT_MB
+        )
+        logger.info("memory limit %.0f MB (%s)", limit / 2**20, source)
+        if limit > 0:
+            self.guard = MemoryGuard(
+                limit_bytes=limit,
+                warning_threshold=settings.MEMORY_WARNING_THRESHOLD,
+                critical_threshold=settings.MEMORY_CRITICAL_THRESHOLD,
+                cooldown_seconds=settings.EMERGENCY_COOLDOWN_MS / 1000,
+                on_metric=emit_metric,
+            )
+            install_emergency_handler(self.guard, client_getter=lambda: self.client)
+            set_current_guard(self.guard)
+            self._spawn(
+                run_memory_monitor(
+                    self.guard,
+                    interval_seconds=settings.MEMORY_MONITOR_INTERVAL_MS / 1000,
+                    stop=self.stop_event,
+                ),
+                "memory-guard",
+            )
+        lag = LoopLagMonitor()
+        lag.start()
+        self._running.cleanups.append(lag.stop)
+        metrics_logger = CacheMetricsLogger(
+            interval_seconds=settings.CACHE_METRICS_INTERVAL_MS / 1000,
+            worker_id=self.worker_id,
+            client_getter=lambda: self.client,
+            guard=self.guard,
+            host_sampler=HostMemorySampler(),
+            lag_monitor=lag,
+        )
+        self._spawn(metrics_logger.run(self.stop_event), "cache-metrics")
+        self._spawn(
+            self._every(CATALOG_CHECK_SECONDS, self._check_catalogs), "catalogs"
+        )
+        self._spawn(
+            self._every(settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
+            "live-snapshot",
+        )
+        self._spawn(self._every(LOCK_RENEW_SECONDS, self._renew_lock), "shard-lock")
+
+    async def _check_catalogs(self) -> None:
+        if self.catalogs is None:
+            return
+        await load_stored_snapshots(self.catalogs)
+        await self.catalogs.refresh_stale()
+
+    async def _renew_lock(self) -> None:
+        await asyncio.to_thread(self._lock.renew)
+
+    async def _publish_async(self) -> None:
+        await asyncio.to_thread(self.publish_snapshot)
+
+    def publish_snapshot(self) -> None:
+        """Publish this worker's live snapshot for the admin. Never raises."""
+        if self.context is None:
+            return
+        try:
+            snapshot = build_worker_snapshot(
+                context=self.context,
+                started_at=self.started_at,
+                guard=self.guard,
+                bus_status=bus.stats(),
+            )
+            if self.simulator is not None:
+                snapshot["simulator"] = self.simulator.stats.as_dict()
+            live.publish_snapshot(self.worker_id, snapshot)
+        except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
+            logger.exception("could not build the live snapshot")
+
+    async def _log_in(self) -> None:
+        from tomori.bot.client import build_client
+
+        if self.options.simulate:
+            await self._start_simulator()
+        self.client = build_client(
+            shard_ids=self.options.shard_ids,
+            shard_count=self.options.shard_count,
+            skip_identify_wait=self.options.simulate,
+        )
+        assert self.context is not None
+        self.context.client = self.client
+        token = "simulated-token" if self.options.simulate else self.options.token
+        self._spawn(self.client.start(token), "discord-client")
+        self._spawn(
+            run_discord_sweepers(self.client, stop=self.stop_event), "discord-sweepers"
+        )
+        self._running.cleanups.append(self._close_client)
+        if self.simulator is not None:
+            self._spawn(self._drive_traffic(), "simulated-traffic")
+
+    async def _start_simulator(self) -> None:
+        from tomori.bot.simulator import SimulatedDiscord
+        from tomori.bot.simulator.connect import point_discord_at
+
+        self.simulator = SimulatedDiscord(self.options.scenario)
+        await self.simulator.start()
+        point_discord_at(self.simulator)
+        self._running.cleanups.append(self.simulator.stop)
+        logger.info("simulated Discord at %s", self.simulator.base_url)
+
+    async def _drive_traffic(self) -> None:
+        await self.client.wait_until_ready()
+        await self.simulator.run_traffic(rate_per_second=self.options.traffic_rate)
+
+    async def _close_client(self) -> None:
+        if self.client is not None and not self.client.is_closed():
+            await self.client.close()
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        task.add_done_callback(self._task_done)
+        self._running.tasks.append(task)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        logger.error("worker task %s died", task.get_name(), exc_info=task.exception())
+        if task.get_name() == "discord-client":
+            self.stop()
+
+    async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+        while not self.stop_event.is_set():
+            try:
+                await job()
+            except Exception:  # noqa: BLE001 (one failed tick must not end the timer)
+                logger.exception("periodic job %s failed", job.__name__)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), seconds)
+
+    async def _wait_until_done(self) -> None:
+        if self.options.duration is None:
+            await self.stop_event.wait()
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop_event.wait(), self.options.duration)
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+
+    async def shutdown(self) -> None:
+        """Stop timers, close the gateway and bus, flush durable writes, release the lock."""
+        from caches.layers.short_term_memory import flush_pending_writes
+
+        self.stop_event.set()
+        for cleanup in reversed(self._running.cleanups):
+            try:
+                result = cleanup()
+                if result is not None:
+                    await asyncio.wait_for(result, 5)
+            except Exception:  # noqa: BLE001 (shut down as much as possible)
+                logger.exception("shutdown step failed")
+        for task in self._running.tasks:
+            task.cancel()
+        await asyncio.gather(*self._running.tasks, return_exceptions=True)
+        try:
+            await asyncio.wait_for(flush_pending_writes(), 10)
+        except Exception:  # noqa: BLE001
+            logger.exception("could not flush pending short-term memory writes")
+        set_current_guard(None)
+        live.withdraw_snapshot(self.worker_id)
+        self._lock.release()
+        logger.info("worker %s stopped", self.worker_id)

@@ -1,0 +1,134 @@
+"""Run the bot worker: discord.py with every cache layer, the guard, sweepers and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tomori.bot.lock import ShardLockError
+from tomori.bot.worker import BotWorker, WorkerOptions
+
+
+def _shard_ids(text: str) -> list[int]:
+    try:
+        ids = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise CommandError(
+            f"--shard-ids {text!r}: expected comma-separated integers"
+        ) from None
+    if not ids or ids[0] < 0:
+        raise CommandError(f"--shard-ids {text!r}: expected integers >= 0")
+    return ids
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the Discord bot worker. Without DISCORD_TOKEN (or with --simulate) it "
+        "connects the unmodified discord.py client to the built-in simulated Discord."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument(
+            "--simulate",
+            action="store_true",
+            default=None,
+            help="use the simulated Discord (default when DISCORD_TOKEN is unset)",
+        )
+        mode.add_argument(
+            "--no-simulate",
+            dest="simulate",
+            action="store_false",
+            help="connect to Discord with DISCORD_TOKEN",
+        )
+        parser.add_argument(
+            "--scenario",
+            default="small",
+            help="simulated Discord: small, production or a JSON file",
+        )
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=None,
+            help="stop after this many seconds (default: run until signalled)",
+        )
+        parser.add_argument(
+            "--shard-ids", default=None, help="comma-separated shard ids"
+        )
+        parser.add_argument("--shard-count", type=int, default=None)
+        parser.add_argument(
+            "--serve-admin",
+            action="store_true",
+            help="serve the Django admin from this process (embedded mode)",
+        )
+        parser.add_argument("--admin-port", type=int, default=8000)
+        parser.add_argument(
+            "--traffic-rate",
+            type=float,
+            default=None,
+            help="simulated messages per second (default: the scenario's)",
+        )
+        parser.add_argument(
+            "--fake-openrouter",
+            action="store_true",
+            help="serve sample OpenRouter catalogs from a loopback fake",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        options = self._options(opts)
+        admin = self._start_admin(options)
+        worker_options_note = "simulated Discord" if options.simulate else "Discord"
+        self.stdout.write(f"runbot: connecting to {worker_options_note}")
+        try:
+            code = asyncio.run(BotWorker(options).run())
+        except ShardLockError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            if admin is not None:
+                admin.stop()
+        if code:
+            raise CommandError(f"worker exited with {code}")
+
+    def _options(self, opts: dict[str, Any]) -> WorkerOptions:
+        token = settings.DISCORD_TOKEN
+        simulate = opts["simulate"] if opts["simulate"] is not None else not token
+        if not simulate and not token:
+            raise CommandError("--no-simulate needs DISCORD_TOKEN")
+        shard_ids = _shard_ids(opts["shard_ids"]) if opts["shard_ids"] else None
+        shard_count = opts["shard_count"]
+        if (shard_ids is None) != (shard_count is None):
+            raise CommandError("--shard-ids and --shard-count go together")
+        if shard_ids and shard_count is not None and shard_ids[-1] >= shard_count:
+            raise CommandError(
+                f"--shard-ids {shard_ids} must be below --shard-count {shard_count}"
+            )
+        return WorkerOptions(
+            token=token,
+            simulate=simulate,
+            scenario=opts["scenario"],
+            shard_ids=shard_ids,
+            shard_count=shard_count,
+            duration=opts["duration"],
+            serve_admin=opts["serve_admin"],
+            admin_port=opts["admin_port"],
+            traffic_rate=opts["traffic_rate"],
+            fake_openrouter=opts["fake_openrouter"],
+        )
+
+    def _start_admin(self, options: WorkerOptions) -> Any:
+        if not options.serve_admin:
+            return None
+        from tomori.bot.admin_server import AdminServer
+
+        server = AdminServer(options.admin_host, options.admin_port)
+        try:
+            port = server.start()
+        except OSError as exc:
+            raise CommandError(
+                f"cannot serve the admin on port {options.admin_port}: {exc}"
+            ) from exc
+        self.stdout.write(f"admin: http://{options.admin_host}:{port}/admin/")
+        return server
