@@ -4,25 +4,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='MetricSample',
+            name="MetricSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('metric_name', models.CharField(max_length=64)),
-                ('fields', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("metric_name", models.CharField(max_length=64)),
+                ("fields", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'metric_samples',
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['metric_name', 'created_at'], name='metric_name_created_idx')],
+                "db_table": "metric_samples",
+                "ordering": ["-created_at"],
+                "indexes": [
+                    models.Index(
+                        fields=["metric_name", "created_at"],
+                        name="metric_name_created_idx",
+                    )
+                ],
             },
         ),
     ]

@@ -5,18 +5,62 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
+from caches.operations.messages import capture_invalidations, invalidation_message
 from tomori import models as m
 
 
 class DomainAdmin(admin.ModelAdmin):
-    """Base ModelAdmin of the domain tables."""
+    """Base ModelAdmin of the domain tables; a save reports the caches it invalidated."""
 
     list_per_page = 50
     show_full_result_count = False
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        with capture_invalidations() as captured:
+            response = super().changeform_view(
+                request, object_id, form_url, extra_context
+            )
+        self._report_invalidations(request, captured, action="save")
+        return response
+
+    def delete_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        with capture_invalidations() as captured:
+            response = super().delete_view(request, object_id, extra_context)
+        self._report_invalidations(request, captured, action="deletion")
+        return response
+
+    def admin_save_message(
+        self, events: list[Any], *, action: str = "save"
+    ) -> str | None:
+        """Return the message listing the caches a save invalidated, or None."""
+        return invalidation_message(events, action=action)
+
+    def _report_invalidations(
+        self, request: HttpRequest, captured: Any, *, action: str
+    ) -> None:
+        # The on_commit dispatch has run by now (the admin's atomic block has
+        # closed); inside an outer transaction only the recorded events exist.
+        events = list(captured.dispatched or captured.recorded)
+        if request.method != "POST":
+            return
+        message = self.admin_save_message(events, action=action)
+        if message:
+            self.message_user(request, message, messages.INFO)
 
 
 class PersonaInline(admin.TabularInline):

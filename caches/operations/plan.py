@@ -1,0 +1,57 @@
+"""What the emergency clear will clear, sweep and preserve, from the registry policies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from caches.live import live_snapshots
+from caches.operations.commands import ensure_layers_loaded
+from caches.registry import EmergencyPolicy, registry
+
+
+@dataclass(frozen=True, slots=True)
+class EmergencyPlan:
+    """What the emergency clear will clear, sweep and preserve, from the policies."""
+
+    cleared: list[str]
+    expired_only: list[str]
+    preserved: list[str]
+    discord_volatile: bool
+
+
+def _knob(name: str) -> Any:
+    # Knobs are injected into settings by read_knobs(), which mypy cannot see.
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
+def emergency_plan(*, include_short_term_memory: bool = False) -> EmergencyPlan:
+    """Return the caches the emergency clear empties, sweeps and keeps."""
+    policies = _known_policies()
+    by_policy: dict[str, list[str]] = {p.value: [] for p in EmergencyPolicy}
+    for name, policy in sorted(policies.items()):
+        by_policy.setdefault(policy, []).append(name)
+    expired = by_policy[EmergencyPolicy.EXPIRED_ONLY.value]
+    cleared = by_policy[EmergencyPolicy.CLEAR.value]
+    if include_short_term_memory:
+        cleared, expired = sorted(cleared + expired), []
+    return EmergencyPlan(
+        cleared=cleared,
+        expired_only=expired,
+        preserved=by_policy[EmergencyPolicy.PRESERVE.value],
+        discord_volatile=bool(_knob("EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE")),
+    )
+
+
+def _known_policies() -> dict[str, str]:
+    # The workers' own snapshots are the truth; this process's registry fills gaps.
+    ensure_layers_loaded()
+    policies = {entry.name: entry.policy.value for entry in registry.entries()}
+    for snapshot in live_snapshots():
+        for name, stats in (snapshot.get("caches") or {}).items():
+            if isinstance(stats, Mapping) and stats.get("policy"):
+                policies[name] = str(stats["policy"])
+    return policies

@@ -1,0 +1,108 @@
+"""Build the live snapshot a bot worker publishes for the dashboard (shape: see package doc)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from caches.operations.worker import WorkerContext
+
+logger = logging.getLogger(__name__)
+
+# A knob: injected into settings by read_knobs(), which mypy cannot see.
+_LIMIT_KNOB = "CONTAINER_MEMORY_LIMIT_MB"
+
+
+def _safely(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return fn()
+    except Exception:  # a snapshot missing one part beats no snapshot
+        logger.exception("worker snapshot: %s unavailable", part)
+        return {}
+
+
+def _discord(client: Any) -> dict[str, Any]:
+    if client is None:
+        return {}
+    from tomori.bot.discord_caches import count_discord_caches
+
+    return dict(count_discord_caches(client))
+
+
+@functools.cache
+def _limit_mb() -> float | None:
+    # The limit does not change while the process runs: read procfs once.
+    from django.conf import settings
+
+    from metrics.sampling import detect_memory_limit_bytes
+
+    limit, _ = detect_memory_limit_bytes(configured_mb=getattr(settings, _LIMIT_KNOB))
+    return round(limit / (1024 * 1024), 1) if limit else None
+
+
+def _memory(guard: Any) -> dict[str, Any]:
+    from caches.media import libvips_memory
+    from metrics.sampling import read_process_memory
+
+    process = read_process_memory()
+    figures: dict[str, Any] = {
+        "rss_mb": process.get("rss_mb"),
+        "python_allocated_blocks": process.get("python_allocated_blocks"),
+        "limit_mb": None,
+        "percent": None,
+        "state": None,
+    }
+    if guard is None:
+        limit_mb = _limit_mb()
+        rss = figures["rss_mb"]
+        figures["limit_mb"] = limit_mb
+        if limit_mb and rss is not None:
+            figures["percent"] = round(100 * rss / limit_mb, 1)
+    else:
+        status = guard.status()
+        figures.update(
+            limit_mb=status.get("limit_mb"),
+            percent=status.get("percent"),
+            state=status.get("state"),
+            warning_percent=status.get("warning_percent"),
+            critical_percent=status.get("critical_percent"),
+            emergencies=status.get("emergencies"),
+        )
+        figures["rss_mb"] = status.get("rss_mb") or figures["rss_mb"]
+    figures.update(libvips_memory())
+    return figures
+
+
+def flatten_bus_status(status: dict[str, Any] | None) -> dict[str, Any]:
+    """Return bus stats with the lag summary also as `lag_p50_ms`/`lag_p99_ms`."""
+    flat = dict(status or {})
+    lag = flat.get("lag")
+    if isinstance(lag, dict):
+        for name in ("p50_ms", "p99_ms", "max_ms"):
+            flat.setdefault(f"lag_{name}", lag.get(name))
+    return flat
+
+
+def build_worker_snapshot(
+    *,
+    context: WorkerContext,
+    started_at: float,
+    guard: Any = None,
+    bus_status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Return this worker's live snapshot, ready for `caches.live.publish_snapshot`."""
+    catalogs = context.catalogs
+    return {
+        "worker_id": context.worker_id,
+        "shard_ids": context.shard_ids,
+        "published_at": time.time(),
+        "started_at": started_at,
+        "caches": _safely("caches", context.registry.stats),
+        "discord": _safely("discord", lambda: _discord(context.current_client())),
+        "memory": _safely("memory", lambda: _memory(guard)),
+        "bus": flatten_bus_status(bus_status),
+        "catalogs": {} if catalogs is None else _safely("catalogs", catalogs.status),
+    }

@@ -1,0 +1,239 @@
+"""Per-worker views of the live snapshots: one row per cache layer, with warnings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tomori.repositories.population import Population
+
+FILL_WARNING = 75.0
+FILL_DANGER = 90.0
+
+
+@dataclass(frozen=True, slots=True)
+class LayerRow:
+    """One cache layer of one worker, as the dashboard and `cache_stats` show it."""
+
+    name: str
+    description: str
+    policy: str
+    invalidatable: bool
+    ttl: float | None
+    cap: int | None
+    size: int
+    hits: int
+    misses: int
+    loads: int
+    load_failures: int
+    evictions: int
+    expirations: int
+    invalidations: int
+    last_invalidation: float | None
+    population: Population | None = None
+
+    @property
+    def fill_percent(self) -> float | None:
+        """Return size as a percentage of the cap, or None when uncapped."""
+        return round(100 * self.size / self.cap, 1) if self.cap else None
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Return hits / (hits + misses) in percent, or None before any read."""
+        reads = self.hits + self.misses
+        return round(100 * self.hits / reads, 1) if reads else None
+
+    @property
+    def level(self) -> str:
+        """Return "danger", "warning" or "ok" for the fill level."""
+        fill = self.fill_percent or 0.0
+        return (
+            "danger"
+            if fill >= FILL_DANGER
+            else "warning"
+            if fill >= FILL_WARNING
+            else "ok"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the row as JSON-ready data (`cache_stats --json`)."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        pop = self.population
+        data["population"] = (
+            None if pop is None else {"label": pop.label, "count": pop.count}
+        )
+        data.update(
+            fill_percent=self.fill_percent, hit_rate=self.hit_rate, level=self.level
+        )
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """One live worker: its layers, discord.py counts, memory, bus and catalogs."""
+
+    worker_id: str
+    shard_ids: list[int] | None
+    published_at: float | None
+    started_at: float | None
+    layers: list[LayerRow]
+    discord: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    bus: dict[str, Any] = field(default_factory=dict)
+    catalogs: dict[str, Any] = field(default_factory=dict)
+
+    def age_seconds(self, now: float | None = None) -> float | None:
+        """Return how long ago the snapshot was published."""
+        if self.published_at is None:
+            return None
+        return max(0.0, (now or time.time()) - self.published_at)
+
+    def uptime_seconds(self, now: float | None = None) -> float | None:
+        """Return how long the worker has been running."""
+        if self.started_at is None:
+            return None
+        return max(0.0, (now or time.time()) - self.started_at)
+
+    @property
+    def memory_level(self) -> str:
+        """Return "danger", "warning" or "ok" from the memory guard's state."""
+        state = str(self.memory.get("state") or "").lower()
+        return {"critical": "danger", "warning": "warning"}.get(state, "ok")
+
+    @property
+    def total_entries(self) -> int:
+        """Return the entries resident across every layer."""
+        return sum(layer.size for layer in self.layers)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the worker as JSON-ready data (`cache_stats --json`)."""
+        return {
+            "worker_id": self.worker_id,
+            "shard_ids": self.shard_ids,
+            "published_at": self.published_at,
+            "started_at": self.started_at,
+            "layers": [layer.as_dict() for layer in self.layers],
+            "discord": self.discord,
+            "memory": self.memory,
+            "bus": self.bus,
+            "catalogs": self.catalogs,
+        }
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _opt_number(value: Any) -> Any:
+    return (
+        value
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        else None
+    )
+
+
+def layer_row(
+    name: str, stats: Mapping[str, Any], population: Population | None = None
+) -> LayerRow:
+    """Return the row for one cache's stats (the registry's `stats()` shape)."""
+    cap = _opt_number(stats.get("cap"))
+    return LayerRow(
+        name=name,
+        description=str(stats.get("description") or ""),
+        policy=str(stats.get("policy") or ""),
+        invalidatable=bool(stats.get("invalidatable", True)),
+        ttl=_opt_number(stats.get("ttl")),
+        cap=int(cap) if cap is not None else None,
+        size=_int(stats.get("size")),
+        hits=_int(stats.get("hits")),
+        misses=_int(stats.get("misses")),
+        loads=_int(stats.get("loads")),
+        load_failures=_int(stats.get("load_failures")),
+        evictions=_int(stats.get("evictions")),
+        expirations=_int(stats.get("expirations")),
+        invalidations=_int(stats.get("invalidations")),
+        last_invalidation=_opt_number(stats.get("last_invalidation")),
+        population=population,
+    )
+
+
+def worker_view(
+    snapshot: Mapping[str, Any], populations: Mapping[str, Population] | None = None
+) -> WorkerView:
+    """Return the view of one live snapshot (see `caches.operations` for its shape)."""
+    caches = snapshot.get("caches") or {}
+    pops = populations or {}
+    layers = [
+        layer_row(name, stats, pops.get(name))
+        for name, stats in caches.items()
+        if isinstance(stats, Mapping)
+    ]
+    shard_ids = snapshot.get("shard_ids")
+    return WorkerView(
+        worker_id=str(snapshot.get("worker_id") or "?"),
+        shard_ids=list(shard_ids) if isinstance(shard_ids, Sequence) else None,
+        published_at=_opt_number(snapshot.get("published_at")),
+        started_at=_opt_number(snapshot.get("started_at")),
+        layers=layers,
+        discord=dict(snapshot.get("discord") or {}),
+        memory=dict(snapshot.get("memory") or {}),
+        bus=dict(snapshot.get("bus") or {}),
+        catalogs=dict(snapshot.get("catalogs") or {}),
+    )
+
+
+def format_duration(seconds: float | None) -> str:
+    """Return "45 s", "12 min", "3.5 h", "2.0 d" or "—"."""
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def live_worker_views(*, with_populations: bool = True) -> list[WorkerView]:
+    """Return a view of every live worker, with the populations beside each layer."""
+    from caches.live import live_snapshots
+    from tomori.repositories.population import cache_populations
+
+    snapshots = live_snapshots()
+    names = sorted({name for snap in snapshots for name in (snap.get("caches") or {})})
+    populations = cache_populations(names) if snapshots and with_populations else {}
+    return [worker_view(snapshot, populations) for snapshot in snapshots]
+
+
+@dataclass(frozen=True, slots=True)
+class LastSample:
+    """The newest `cache_sizes` row, shown when no worker is live."""
+
+    created_at: Any
+    age_seconds: float
+    sizes: dict[str, Any]
+    discord: dict[str, Any]
+    memory: dict[str, Any]
+
+
+def last_cache_sizes_sample() -> LastSample | None:
+    """Return the newest cache_sizes sample split into sizes, discord and memory."""
+    from django.utils import timezone
+
+    from metrics.charts import latest_sample, size_fields
+
+    row = latest_sample("cache_sizes")
+    if row is None or not isinstance(row.fields, dict):
+        return None
+    caches, discord = size_fields(row.fields)
+    memory_keys = ("rss_mb", "memory_limit_mb", "memory_percent", "memory_state")
+    return LastSample(
+        created_at=row.created_at,
+        age_seconds=(timezone.now() - row.created_at).total_seconds(),
+        sizes={name: row.fields[name] for name in caches},
+        discord={name: row.fields[name] for name in discord},
+        memory={k: row.fields[k] for k in memory_keys if k in row.fields},
+    )

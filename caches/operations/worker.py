@@ -1,0 +1,234 @@
+"""The worker side: run an operator command against this process, build the snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from caches.operations.commands import (
+    CLEAR_ALL,
+    CLEAR_CACHE,
+    EMERGENCY_CLEAR,
+    INVALIDATE_KEY,
+    REFRESH_CATALOGS,
+)
+from caches.registry import CacheRegistry, registry
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CATALOG_TIMEOUT = 30.0
+
+
+@dataclass
+class WorkerContext:
+    """What a worker's commands act on: its registry, discord.py client, catalogs, loop.
+
+    `loop` is the event loop the caches and the client live on; a command
+    arriving on another thread (a bus listener) is run there. A client that
+    logs in after the context is built is reached through `client_getter`.
+    """
+
+    worker_id: str
+    shard_ids: list[int] | None = None
+    client: Any = None
+    client_getter: Callable[[], Any] | None = None
+    catalogs: Any = None
+    loop: asyncio.AbstractEventLoop | None = None
+    registry: CacheRegistry = field(default_factory=lambda: registry)
+    catalog_timeout: float = DEFAULT_CATALOG_TIMEOUT
+
+    def current_client(self) -> Any:
+        """Return the discord.py client now, or None before it exists."""
+        if self.client is not None:
+            return self.client
+        return self.client_getter() if self.client_getter is not None else None
+
+
+class CommandFailed(Exception):
+    """A command that this worker cannot carry out; the message goes in the reply."""
+
+
+Outcome = tuple[int, dict[str, Any]]
+
+
+def _clear_cache(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+    name = _cache_name(command, ctx)
+    removed = ctx.registry.clear(name)
+    return removed, {"cache": name, "removed": removed}
+
+
+def _invalidate_key(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+    name = _cache_name(command, ctx)
+    text = str(command.get("key", ""))
+    try:
+        key = ctx.registry.parse_key(name, text)
+    except ValueError as exc:
+        raise CommandFailed(str(exc)) from exc
+    removed = ctx.registry.invalidate(name, key)
+    return removed, {"cache": name, "key": text, "removed": removed}
+
+
+def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+    cleared = ctx.registry.clear_invalidatable()
+    return sum(cleared.values()), {"cleared": cleared}
+
+
+def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+    from caches.emergency import clear_emergency_caches
+
+    result = clear_emergency_caches(
+        client=ctx.current_client(),
+        include_short_term_memory=bool(command.get("include_short_term_memory")),
+        source="operator",
+    )
+    if result.skipped:
+        raise CommandFailed("EMERGENCY_CACHE_CLEAR_ENABLED is false on this worker")
+    return result.total_cleared, result.as_dict()
+
+
+async def _refresh_catalogs(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+    if ctx.catalogs is None:
+        raise CommandFailed("this worker holds no catalogs")
+    fresh = bool(command.get("fresh"))
+    results = {}
+    for catalog in ctx.catalogs:
+        try:
+            results[catalog.name] = await catalog.refresh(force=fresh)
+        except Exception as exc:  # one catalog's failure must not hide the others
+            logger.warning("catalog %s refresh raised: %s", catalog.name, exc)
+            results[catalog.name] = False
+    sizes = {catalog.name: len(catalog) for catalog in ctx.catalogs}
+    return 0, {"results": results, "sizes": sizes, "fresh": fresh}
+
+
+def _cache_name(command: dict[str, Any], ctx: WorkerContext) -> str:
+    name = str(command.get("cache", ""))
+    if name not in ctx.registry:
+        raise CommandFailed(f"unknown cache {name!r} on this worker")
+    return name
+
+
+SYNC_HANDLERS: dict[str, Callable[[dict[str, Any], WorkerContext], Outcome]] = {
+    CLEAR_CACHE: _clear_cache,
+    INVALIDATE_KEY: _invalidate_key,
+    CLEAR_ALL: _clear_all,
+    EMERGENCY_CLEAR: _emergency_clear,
+}
+ASYNC_HANDLERS: dict[
+    str, Callable[[dict[str, Any], WorkerContext], Awaitable[Outcome]]
+] = {REFRESH_CATALOGS: _refresh_catalogs}
+
+
+def _reply(
+    command: dict[str, Any],
+    ctx: WorkerContext,
+    started: float,
+    outcome: Outcome | None,
+    error: str | None,
+) -> dict[str, Any]:
+    removed, details = outcome if outcome is not None else (0, {})
+    return {
+        "command_id": command.get("id"),
+        "op": command.get("op"),
+        "worker_id": ctx.worker_id,
+        "shard_ids": ctx.shard_ids,
+        "ok": error is None,
+        "error": error,
+        "removed": removed,
+        "details": details,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+
+
+async def execute_command_async(
+    command: dict[str, Any], *, context: WorkerContext
+) -> dict[str, Any]:
+    """Run one operator command on the event loop; return this worker's reply dict."""
+    started = time.perf_counter()
+    op = command.get("op")
+    try:
+        if op in ASYNC_HANDLERS:
+            outcome = await ASYNC_HANDLERS[op](command, context)
+        elif op in SYNC_HANDLERS:
+            outcome = SYNC_HANDLERS[op](command, context)
+        else:
+            raise CommandFailed(f"unknown command {op!r}")
+    except CommandFailed as exc:
+        return _reply(command, context, started, None, str(exc))
+    except Exception as exc:  # the operator sees it; the worker carries on
+        logger.exception("operator command %s failed", op)
+        return _reply(command, context, started, None, f"{type(exc).__name__}: {exc}")
+    logger.info("operator command %s by %s done", op, command.get("issued_by"))
+    return _reply(command, context, started, outcome, None)
+
+
+def _on_other_thread(loop: asyncio.AbstractEventLoop | None) -> bool:
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return False
+    try:
+        return asyncio.get_running_loop() is not loop
+    except RuntimeError:  # no loop in this thread
+        return True
+
+
+def execute_command(
+    command: dict[str, Any], *, context: WorkerContext
+) -> dict[str, Any]:
+    """Run one operator command against this process; return the reply dict.
+
+    Called from a thread other than `context.loop`'s (a bus listener), the
+    command runs on that loop, where the caches and the client live, and this
+    waits for it. Without a running loop it runs here; on the loop thread
+    itself use `execute_command_async`.
+    """
+    if _on_other_thread(context.loop):
+        assert context.loop is not None
+        future = asyncio.run_coroutine_threadsafe(
+            execute_command_async(command, context=context), context.loop
+        )
+        return future.result(timeout=context.catalog_timeout + 5)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(execute_command_async(command, context=context))
+    return _run_in_thread(command, context)
+
+
+def _run_in_thread(command: dict[str, Any], context: WorkerContext) -> dict[str, Any]:
+    # Called synchronously from inside a running loop: a nested asyncio.run
+    # is impossible, so the command gets a private loop on a helper thread.
+    box: dict[str, dict[str, Any]] = {}
+
+    def work() -> None:
+        box["reply"] = asyncio.run(execute_command_async(command, context=context))
+
+    thread = threading.Thread(target=work, name="operator-command")
+    thread.start()
+    thread.join()
+    return box["reply"]
+
+
+def make_command_handler(
+    context: WorkerContext, *, after: Callable[[], object] | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Return a bus command handler running `execute_command`, then `after()`.
+
+    `after` is where a worker republishes its live snapshot, so the dashboard
+    shows a command's effect at once instead of at the next interval.
+    """
+
+    def handle(command: dict[str, Any]) -> dict[str, Any]:
+        reply = execute_command(command, context=context)
+        if after is not None:
+            try:
+                after()
+            except Exception:  # the reply matters more than the refresh
+                logger.exception("after-command hook failed")
+        return reply
+
+    return handle

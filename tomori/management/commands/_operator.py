@@ -1,0 +1,48 @@
+"""Shared plumbing of the operator commands: --timeout, sending, per-worker output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from caches.operations import (
+    DEFAULT_TIMEOUT,
+    OperationError,
+    OperationOutcome,
+    describe_command,
+    send_command,
+)
+
+ISSUER = "manage.py"
+
+
+def add_timeout_argument(
+    parser: CommandParser, default: float = DEFAULT_TIMEOUT
+) -> None:
+    """Add --timeout (seconds to wait for the workers' replies)."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default,
+        help=f"seconds to wait for worker replies (default {default:g})",
+    )
+
+
+def send_and_report(
+    command: BaseCommand, build: Any, *, timeout: float, **params: Any
+) -> OperationOutcome:
+    """Build an operator command, send it, print each worker's reply; fail loudly."""
+    try:
+        operator_command = build(issued_by=ISSUER, **params)
+    except OperationError as exc:
+        raise CommandError(str(exc)) from exc
+    outcome = send_command(operator_command, timeout=timeout)
+    if not outcome.answered:
+        raise CommandError(outcome.summary())
+    command.stdout.write(outcome.summary())
+    for line in outcome.lines():
+        command.stdout.write(f"  {line}")
+    if not outcome.ok:
+        raise CommandError(f"{describe_command(operator_command)}: failed on a worker")
+    return outcome

@@ -1,0 +1,106 @@
+"""Print every live worker's cache layers as a table (or JSON with --json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from caches.operations import (
+    LayerRow,
+    WorkerView,
+    format_duration,
+    last_cache_sizes_sample,
+    live_worker_views,
+)
+
+COLUMNS = (
+    ("cache", 24, lambda r: r.name),
+    ("size", 8, lambda r: _n(r.size)),
+    ("cap", 8, lambda r: _n(r.cap)),
+    ("fill", 7, lambda r: _p(r.fill_percent)),
+    ("population", 11, lambda r: _n(r.population.count if r.population else None)),
+    ("hit", 7, lambda r: _p(r.hit_rate)),
+    ("misses", 8, lambda r: _n(r.misses)),
+    ("evict", 7, lambda r: _n(r.evictions)),
+    ("expired", 8, lambda r: _n(r.expirations)),
+    ("inval", 7, lambda r: _n(r.invalidations)),
+    ("ttl", 7, lambda r: "none" if r.ttl is None else format_duration(r.ttl)),
+    ("policy", 12, lambda r: r.policy),
+)
+
+
+def _n(value: Any) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _row(cells: list[str]) -> str:
+    parts = []
+    for (_, width, _fn), cell in zip(COLUMNS, cells, strict=True):
+        parts.append(cell.ljust(width) if width == COLUMNS[0][1] else cell.rjust(width))
+    return " ".join(parts)
+
+
+class Command(BaseCommand):
+    help = "Show each live worker's cache layers (size, cap, fill, hit rate, ...)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--json", action="store_true", help="print JSON for scripts"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        workers = live_worker_views()
+        if not workers:
+            self._no_workers(as_json=options["json"])
+        if options["json"]:
+            data = {"workers": [worker.as_dict() for worker in workers]}
+            self.stdout.write(json.dumps(data, indent=2, default=str))
+            return
+        for worker in workers:
+            self._print_worker(worker)
+
+    def _print_worker(self, worker: WorkerView) -> None:
+        shards = f" shards {worker.shard_ids}" if worker.shard_ids else ""
+        memory = worker.memory
+        self.stdout.write(
+            self.style.MIGRATE_HEADING(f"worker {worker.worker_id}{shards}")
+            + f"  snapshot {format_duration(worker.age_seconds())} old,"
+            f" rss {memory.get('rss_mb')} MB of {memory.get('limit_mb')} MB"
+            f" ({memory.get('state') or 'unknown'})"
+        )
+        self.stdout.write(_row([name for name, _, _ in COLUMNS]))
+        for layer in worker.layers:
+            self.stdout.write(
+                self._styled(layer, _row([fn(layer) for _, _, fn in COLUMNS]))
+            )
+        self.stdout.write(f"total entries: {worker.total_entries:,}\n")
+
+    def _styled(self, layer: LayerRow, line: str) -> str:
+        if layer.level == "danger":
+            return self.style.ERROR(line)
+        return self.style.WARNING(line) if layer.level == "warning" else line
+
+    def _no_workers(self, *, as_json: bool) -> None:
+        sample = last_cache_sizes_sample()
+        if sample is not None:
+            age = format_duration(sample.age_seconds)
+            if as_json:
+                data = {
+                    "workers": [],
+                    "last_sample": {
+                        "age_seconds": sample.age_seconds,
+                        "sizes": sample.sizes,
+                    },
+                }
+                self.stdout.write(json.dumps(data, indent=2, default=str))
+            else:
+                self.stdout.write(f"last cache_sizes sample ({age} old, not live):")
+                for name, size in sample.sizes.items():
+                    self.stdout.write(f"  {name:<24} {size:>10,}")
+        raise CommandError("no bot worker is live (no snapshot published recently)")
