@@ -10,4 +10,5 @@ class CacheControl(models.Model):
         managed = False
         default_permissions = ()
         permissions = [("manage_caches", "Can clear and invalidate caches")]
-        verbose_name = "cache control"
+        verbose_name = "cache dashboard"
+        verbose_name_plural = "cache dashboard"

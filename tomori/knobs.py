@@ -449,6 +449,15 @@ KNOBS: tuple[Knob, ...] = (
         minimum=0.1,
         maximum=3600,
     ),
+    Knob(
+        "CACHE_COMMAND_TIMEOUT_SECONDS",
+        "float",
+        3.0,
+        "How long the admin and the management commands wait for workers to answer an operator command.",
+        X,
+        minimum=0.1,
+        maximum=600,
+    ),
     # OpenRouter catalogs.
     Knob(
         "OPENROUTER_BASE_URL",

@@ -78,7 +78,8 @@ class EmergencyClearForm(CommandForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         self.command = emergency_clear_command(
-            include_short_term_memory=bool(data.get("include_short_term_memory")),
+            include_short_term_memory=bool(data.get("include_short_term_memory"))
+            or None,
             issued_by=self.issued_by,
         )
         return data

@@ -31,7 +31,6 @@ from caches.admin.forms import (
 from caches.live import snapshot_ttl_seconds
 from caches.models import CacheControl
 from caches.operations import (
-    DEFAULT_TIMEOUT,
     OperationOutcome,
     clear_all_command,
     describe_command,
@@ -50,7 +49,7 @@ CATALOG_TIMEOUT = 20.0
 
 def command_timeout() -> float:
     """Return how long a button waits for the workers' replies."""
-    return float(getattr(settings, "CACHE_COMMAND_TIMEOUT_SECONDS", DEFAULT_TIMEOUT))
+    return float(settings.CACHE_COMMAND_TIMEOUT_SECONDS)
 
 
 def catalog_timeout() -> float:

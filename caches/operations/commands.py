@@ -106,12 +106,16 @@ def clear_all_command(*, issued_by: str) -> dict[str, Any]:
 
 
 def emergency_clear_command(
-    *, include_short_term_memory: bool = False, issued_by: str
+    *, include_short_term_memory: bool | None = None, issued_by: str
 ) -> dict[str, Any]:
-    """Return the command running the emergency clear on every worker."""
+    """Return the command running the emergency clear on every worker.
+
+    include_short_term_memory=None leaves it to each worker's
+    EMERGENCY_CACHE_CLEAR_INCLUDE_STM.
+    """
     return _command(
         EMERGENCY_CLEAR,
-        include_short_term_memory=bool(include_short_term_memory),
+        include_short_term_memory=include_short_term_memory,
         issued_by=issued_by,
     )
 

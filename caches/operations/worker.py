@@ -83,7 +83,7 @@ def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
 
     result = clear_emergency_caches(
         client=ctx.current_client(),
-        include_short_term_memory=bool(command.get("include_short_term_memory")),
+        include_short_term_memory=command.get("include_short_term_memory"),
         source="operator",
     )
     if result.skipped:

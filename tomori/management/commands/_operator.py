@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from caches.operations import (
-    DEFAULT_TIMEOUT,
     OperationError,
     OperationOutcome,
     describe_command,
@@ -17,10 +17,10 @@ from caches.operations import (
 ISSUER = "manage.py"
 
 
-def add_timeout_argument(
-    parser: CommandParser, default: float = DEFAULT_TIMEOUT
-) -> None:
+def add_timeout_argument(parser: CommandParser, default: float | None = None) -> None:
     """Add --timeout (seconds to wait for the workers' replies)."""
+    if default is None:
+        default = settings.CACHE_COMMAND_TIMEOUT_SECONDS
     parser.add_argument(
         "--timeout",
         type=float,

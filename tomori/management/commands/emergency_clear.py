@@ -35,5 +35,5 @@ class Command(BaseCommand):
             self,
             emergency_clear_command,
             timeout=options["timeout"],
-            include_short_term_memory=include_stm,
+            include_short_term_memory=include_stm or None,
         )
