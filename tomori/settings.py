@@ -126,10 +126,13 @@ CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
 
 # Every operational knob of the spec (tomori/knobs.py). Bad values do not
 # raise here: tomori.checks reports them all, naming each variable.
+
 _knob_values, KNOB_ERRORS = read_knobs(os.environ)
+if _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] is None:
+    _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] = _knob_values[
+        "TOMORI_STATE_CACHE_TTL_MINUTES"
+    ]
 globals().update(_knob_values)
-if PERSONA_SPRITE_CACHE_TTL_MINUTES is None:  # noqa: F821 (set just above)
-    PERSONA_SPRITE_CACHE_TTL_MINUTES = TOMORI_STATE_CACHE_TTL_MINUTES  # noqa: F821
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
@@ -151,7 +154,7 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "refresh-openrouter-catalogs": {
         "task": "caches.refresh_openrouter_catalogs",
-        "schedule": max(60.0, OPENROUTER_CATALOG_TTL_MS / 4000),  # noqa: F821
+        "schedule": max(60.0, _knob_values["OPENROUTER_CATALOG_TTL_MS"] / 4000),
     },
     "purge-short-term-memory": {
         "task": "tomori.tasks.purge_short_term_memory",

@@ -128,3 +128,4 @@ def test_readme_lists_every_setting() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [k.name for k in KNOBS if f"`{k.name}`" not in readme]
     assert missing == []
+
