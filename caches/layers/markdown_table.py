@@ -1,0 +1,75 @@
+"""Markdown table render cache (spec 13): message id -> the original markdown.
+
+Read by history builders (so the model sees the table's text, not an image)
+and by the message's "Show Markdown" button. The button's timeout must not
+exceed this cache's ttl (start-up check in `tomori.knobs`), and an entry gone
+anyway answers EXPIRED, which the button shows as the expired notice.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from caches.layers._message_keyed import (
+    Lookup,
+    LookupStatus,
+    MessageKeyedCache,
+    parse_snowflake,
+)
+from caches.registry import EmergencyPolicy, registry
+
+NAME = "markdown_table"
+
+_cache: MessageKeyedCache[str] = MessageKeyedCache(
+    NAME,
+    maxsize=settings.MARKDOWN_TABLE_CACHE_MAX_ENTRIES,
+    ttl=settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60.0,
+    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+)
+
+
+def markdown_table_cache() -> MessageKeyedCache[str]:
+    """Return this process's markdown table cache (tests, metrics)."""
+    return _cache
+
+
+def markdown_button_timeout_seconds() -> float:
+    """Return the "Show Markdown" button's timeout (never beyond the cache ttl)."""
+    return settings.MARKDOWN_TABLE_BUTTON_TIMEOUT_MS / 1000.0
+
+
+def cache_markdown_table(message_disc_id: int, markdown: str) -> None:
+    """Remember the markdown behind a rendered table image."""
+    _cache.put(message_disc_id, markdown)
+
+
+def get_cached_markdown_table(message_disc_id: int) -> Lookup[str]:
+    """Return the markdown of a table message: found, expired or missing."""
+    return _cache.lookup(message_disc_id)
+
+
+def invalidate_markdown_table(message_disc_id: int) -> int:
+    """Forget one message's markdown (the message was deleted)."""
+    return _cache.invalidate(message_disc_id)
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    # A sent table never changes: a bus gap cannot make an entry stale.
+    invalidatable=False,
+    description="Markdown behind rendered table images (message id -> markdown).",
+    key_help="a Discord message id",
+    parse_key=parse_snowflake,
+)
+
+__all__ = [
+    "Lookup",
+    "LookupStatus",
+    "cache_markdown_table",
+    "get_cached_markdown_table",
+    "invalidate_markdown_table",
+    "markdown_button_timeout_seconds",
+    "markdown_table_cache",
+]

@@ -1,0 +1,255 @@
+"""Short-term memory (spec 5): per-channel conversation snippets and summaries.
+
+Keys: `shortterm:user:{user}:{channel}[:{persona}]` (always written) and
+`shortterm:server:{server}:{channel}[:{persona}]` (guilds only; shared by the
+channel's users and visible from the server's other channels). Raw messages
+live only here; summaries, categories and turn counters are also written to
+the ShortTermMemoryRecord table after the cache (never blocking a reply) and
+come back from it on a miss, so they survive a restart. It is conversational
+state, not a read-through cache: not invalidatable by the bus, and the
+emergency clear only sweeps expired entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from django.conf import settings
+
+from caches.layers.short_term_memory import keys as _k
+from caches.layers.short_term_memory.entry import ShortTermMemoryEntry, StmMessage
+from caches.layers.short_term_memory.keys import (
+    parse_registry_key,
+    server_short_term_memory_key,
+    user_short_term_memory_key,
+)
+from caches.layers.short_term_memory.store import ShortTermMemoryStore
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories.memory import DeleteWhere
+
+NAME = "short_term_memory"
+
+_store = ShortTermMemoryStore(
+    maxsize=settings.SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES,
+    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+)
+
+
+def short_term_memory_store() -> ShortTermMemoryStore:
+    """Return this process's store (tests, metrics)."""
+    return _store
+
+
+async def store_short_term_memory(
+    *,
+    user_disc_id: int,
+    channel_disc_id: int,
+    messages: Sequence[StmMessage],
+    server_disc_id: int | None = None,
+    persona_id: int | None = None,
+    persona_lineage: Sequence[int] = (),
+    channel_name: str | None = None,
+    server_name: str | None = None,
+    parent_channel_disc_id: int | None = None,
+    categories: Sequence[str] | None = None,
+) -> ShortTermMemoryEntry:
+    """Store a channel's latest messages; keep its summary, count the turn.
+
+    Writes the user-scoped key always and the server-shared key when
+    `server_disc_id` is given (None means a DM). Returns the user entry.
+    """
+    return await _store.store(
+        user_disc_id=user_disc_id,
+        channel_disc_id=channel_disc_id,
+        messages=messages,
+        server_disc_id=server_disc_id,
+        persona_id=persona_id,
+        persona_lineage=persona_lineage,
+        channel_name=channel_name,
+        server_name=server_name,
+        parent_channel_disc_id=parent_channel_disc_id,
+        categories=categories,
+    )
+
+
+async def get_short_term_memory_for_user_channel(
+    user_disc_id: int, channel_disc_id: int, *, persona_id: int | None = None
+) -> ShortTermMemoryEntry | None:
+    """Return a user's entry for a channel, or None."""
+    key = user_short_term_memory_key(user_disc_id, channel_disc_id, persona_id)
+    return await _store.get(key)
+
+
+async def get_short_term_memory_for_server_channel(
+    server_disc_id: int, channel_disc_id: int, *, persona_id: int | None = None
+) -> ShortTermMemoryEntry | None:
+    """Return a channel's server-shared entry, or None."""
+    key = server_short_term_memory_key(server_disc_id, channel_disc_id, persona_id)
+    return await _store.get(key)
+
+
+async def get_short_term_memories_for_user(
+    user_disc_id: int,
+    *,
+    exclude_channel_disc_id: int | None = None,
+    persona_lineage: Collection[int] | None = None,
+    limit: int | None = None,
+) -> list[ShortTermMemoryEntry]:
+    """Return a user's entries across channels and servers, newest first."""
+    return await _store.list_scope(
+        _k.USER,
+        user_disc_id,
+        exclude_channel_disc_id=exclude_channel_disc_id,
+        persona_lineage=persona_lineage,
+        limit=limit,
+    )
+
+
+async def get_short_term_memories_for_server(
+    server_disc_id: int,
+    *,
+    exclude_channel_disc_id: int | None = None,
+    persona_lineage: Collection[int] | None = None,
+    limit: int | None = None,
+) -> list[ShortTermMemoryEntry]:
+    """Return a server's shared entries (every channel and persona), newest first."""
+    return await _store.list_scope(
+        _k.SERVER,
+        server_disc_id,
+        exclude_channel_disc_id=exclude_channel_disc_id,
+        persona_lineage=persona_lineage,
+        limit=limit,
+    )
+
+
+async def get_short_term_memories_from_other_channels(
+    server_disc_id: int,
+    channel_disc_id: int,
+    *,
+    persona_lineage: Collection[int] | None = None,
+) -> list[ShortTermMemoryEntry]:
+    """Return the latest shared entry of up to MAX_OTHER_CHANNELS other channels."""
+    limit = settings.SHORT_TERM_MEMORY_MAX_OTHER_CHANNELS
+    if limit == 0:
+        return []
+    entries = await get_short_term_memories_for_server(
+        server_disc_id,
+        exclude_channel_disc_id=channel_disc_id,
+        persona_lineage=persona_lineage,
+    )
+    latest: dict[int, ShortTermMemoryEntry] = {}
+    for entry in entries:  # newest first: the first per channel is its latest
+        latest.setdefault(entry.channel_disc_id, entry)
+        if len(latest) == limit:
+            break
+    return list(latest.values())
+
+
+async def update_short_term_memory_summary(
+    *,
+    channel_disc_id: int,
+    summary: str,
+    user_disc_id: int | None = None,
+    server_disc_id: int | None = None,
+    persona_id: int | None = None,
+    categories: Sequence[str] | None = None,
+) -> list[ShortTermMemoryEntry]:
+    """Set the summary of a channel's user and/or server entry; return them."""
+    return await _store.update_summary(
+        channel_disc_id=channel_disc_id,
+        summary=summary,
+        user_disc_id=user_disc_id,
+        server_disc_id=server_disc_id,
+        persona_id=persona_id,
+        categories=categories,
+    )
+
+
+def clear_short_term_memory_for_user(user_disc_id: int) -> int:
+    """Forget every user-scoped entry of a user (cache and table)."""
+    prefix = f"{_k.PREFIX}{_k.USER}:{user_disc_id}:"
+    return _store.delete_where(
+        lambda key: key.startswith(prefix),
+        DeleteWhere(scope=_k.USER, user_disc_id=user_disc_id),
+    )
+
+
+def clear_short_term_memory_for_channel(channel_disc_id: int) -> int:
+    """Forget every entry of a channel, in every scope and persona."""
+    channel = str(channel_disc_id)
+    return _store.delete_where(
+        lambda key: key.split(":")[3] == channel,
+        DeleteWhere(channel_disc_id=channel_disc_id),
+    )
+
+
+def clear_short_term_memory_for_server_channel(
+    server_disc_id: int,
+    channel_disc_id: int,
+    *,
+    persona_id: int | None = None,
+    all_personas: bool = False,
+) -> int:
+    """Forget a channel's server-shared entry; user-scoped entries stay.
+
+    Clears the one key of `persona_id` (None: the persona-less key), or with
+    `all_personas` every persona's shared entry of the channel.
+    """
+    if not all_personas:
+        key = server_short_term_memory_key(server_disc_id, channel_disc_id, persona_id)
+        return _store.delete_key(key)
+    base = server_short_term_memory_key(server_disc_id, channel_disc_id)
+    return _store.delete_where(
+        lambda key: key == base or key.startswith(base + ":"),
+        DeleteWhere(
+            scope=_k.SERVER,
+            server_disc_id=server_disc_id,
+            channel_disc_id=channel_disc_id,
+        ),
+    )
+
+
+def clear_expired_entries() -> int:
+    """Drop every expired entry now; return how many (the emergency sweeper)."""
+    return _store.clear_expired()
+
+
+async def flush_pending_writes() -> None:
+    """Wait until every queued durable write is in the table (worker shutdown)."""
+    await _store.writer.flush()
+
+
+registry.register(
+    NAME,
+    _store,
+    policy=EmergencyPolicy.EXPIRED_ONLY,
+    invalidatable=False,
+    description=(
+        "Short-term memory: per-channel conversation snippets and summaries "
+        "(state; summaries persist in the short_term_memory table)."
+    ),
+    key_help="shortterm:user:<user>:<channel>[:<persona>] or "
+    "shortterm:server:<server>:<channel>[:<persona>]",
+    parse_key=parse_registry_key,
+)
+
+__all__ = [
+    "ShortTermMemoryEntry",
+    "ShortTermMemoryStore",
+    "StmMessage",
+    "clear_expired_entries",
+    "clear_short_term_memory_for_channel",
+    "clear_short_term_memory_for_server_channel",
+    "clear_short_term_memory_for_user",
+    "flush_pending_writes",
+    "get_short_term_memories_for_server",
+    "get_short_term_memories_for_user",
+    "get_short_term_memories_from_other_channels",
+    "get_short_term_memory_for_server_channel",
+    "get_short_term_memory_for_user_channel",
+    "server_short_term_memory_key",
+    "short_term_memory_store",
+    "store_short_term_memory",
+    "update_short_term_memory_summary",
+    "user_short_term_memory_key",
+]

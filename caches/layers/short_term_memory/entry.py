@@ -1,0 +1,112 @@
+"""Short-term memory values: messages and the per-channel entry (immutable)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from caches.layers.short_term_memory.keys import SERVER, USER
+from tomori.repositories.memory import DurableMemory
+
+# Orders entries written within one clock tick (newest first listings).
+_revisions = itertools.count(1)
+
+
+def next_revision() -> int:
+    """Return a number larger than every earlier one (write order)."""
+    return next(_revisions)
+
+
+@dataclass(frozen=True, slots=True)
+class StmMessage:
+    """One message of the conversation snippet."""
+
+    role: str  # "user" or "assistant"
+    content: str
+    timestamp: datetime
+    speaker: str | None = None  # display name, so shared entries tell users apart
+
+
+@dataclass(frozen=True, slots=True)
+class ShortTermMemoryEntry:
+    """One channel's short-term memory in one scope (user or server)."""
+
+    key: str
+    scope: str
+    channel_disc_id: int
+    last_updated: datetime
+    user_disc_id: int | None = None
+    server_disc_id: int | None = None
+    persona_id: int | None = None
+    persona_lineage: tuple[int, ...] = ()
+    channel_name: str | None = None
+    server_name: str | None = None
+    parent_channel_disc_id: int | None = None
+    messages: tuple[StmMessage, ...] = ()
+    summary: str | None = None
+    categories: tuple[str, ...] = ()
+    turn_count: int = 0
+    summarized_turn_count: int = 0
+    revision: int = field(default=0, compare=False)
+
+    @property
+    def has_summary(self) -> bool:
+        """Tell whether the entry carries a summary (it lives longer)."""
+        return bool(self.summary)
+
+    @property
+    def owner(self) -> int | None:
+        """Return the user (user scope) or server (server scope) the key names."""
+        return self.user_disc_id if self.scope == USER else self.server_disc_id
+
+    def matches_lineage(self, lineage: Collection[int] | None) -> bool:
+        """Tell whether the entry belongs to a persona of `lineage` (None: any)."""
+        if lineage is None:
+            return True
+        if self.persona_id is not None and self.persona_id in lineage:
+            return True
+        return any(p in lineage for p in self.persona_lineage)
+
+    def sort_key(self) -> tuple[datetime, int]:
+        """Return the key that orders entries oldest to newest."""
+        return (self.last_updated, self.revision)
+
+    def durable(self) -> DurableMemory:
+        """Return the durable fields (raw messages are memory-only)."""
+        return DurableMemory(
+            cache_key=self.key,
+            scope=self.scope,
+            channel_disc_id=self.channel_disc_id,
+            user_disc_id=self.user_disc_id if self.scope == USER else None,
+            server_disc_id=self.server_disc_id,
+            persona_id=self.persona_id,
+            summary=self.summary or "",
+            categories=self.categories,
+            turn_count=self.turn_count,
+            summarized_turn_count=self.summarized_turn_count,
+            updated_at=self.last_updated,
+        )
+
+    def evolve(self, **changes: object) -> ShortTermMemoryEntry:
+        """Return a copy with `changes` and a new revision."""
+        return replace(self, revision=next_revision(), **changes)  # type: ignore[arg-type]
+
+
+def entry_from_durable(record: DurableMemory) -> ShortTermMemoryEntry:
+    """Rebuild an entry (without messages) from its durable record."""
+    return ShortTermMemoryEntry(
+        key=record.cache_key,
+        scope=record.scope if record.scope in (USER, SERVER) else USER,
+        channel_disc_id=record.channel_disc_id,
+        last_updated=record.updated_at,
+        user_disc_id=record.user_disc_id,
+        server_disc_id=record.server_disc_id,
+        persona_id=record.persona_id,
+        persona_lineage=() if record.persona_id is None else (record.persona_id,),
+        summary=record.summary or None,
+        categories=tuple(record.categories),
+        turn_count=record.turn_count,
+        summarized_turn_count=record.summarized_turn_count,
+    )

@@ -1,0 +1,217 @@
+"""Loading short-term memory's durable fields back into the cache after a restart.
+
+A read miss loads its key (one query, shared by concurrent misses); the first
+listing of a server or user loads that whole scope (one query). Hydration
+never overwrites what a live write put in the cache meanwhile, and a clear
+during a hydration drops its result: every live write or clear `touch`es the
+key, which marks the in-flight loads that could bring back older state.
+Queued (not yet applied) durable writes are laid over what the table said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers.short_term_memory.durable import DurableWriter
+from caches.layers.short_term_memory.entry import (
+    ShortTermMemoryEntry,
+    entry_from_durable,
+)
+from caches.layers.short_term_memory.keys import SERVER, USER
+from tomori.repositories import memory as repo
+from tomori.repositories.memory import DurableMemory
+
+Scope = tuple[str, int]
+# Hydrated entries keep their remaining lifetime, floored to 1/15 of the full
+# ttl: two ttl classes x 15 steps stay within the core's 32 exact ttl queues.
+_TTL_STEPS = 15
+
+
+def crude_ttl() -> float:
+    """Return the ttl in seconds of an entry without a summary."""
+    return float(settings.SHORT_TERM_MEMORY_TTL_HOURS) * 3600.0
+
+
+def summary_ttl() -> float:
+    """Return the ttl in seconds of an entry with a summary."""
+    return float(settings.SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS) * 3600.0
+
+
+def remaining_ttl(record: DurableMemory, now: datetime) -> float | None:
+    """Return how long a hydrated record should live, or None if it has expired."""
+    full = summary_ttl() if record.summary else crude_ttl()
+    left = full - (now - record.updated_at).total_seconds()
+    if left <= 0:
+        return None
+    step = full / _TTL_STEPS
+    floored = math.floor(left / step) * step
+    return floored if floored > 0 else left
+
+
+class _Flight:
+    __slots__ = ("task", "stale", "touched")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.stale = False
+        self.touched: set[str] = set()
+
+
+class Hydrator:
+    """Single-flight key and scope loads that yield to live writes."""
+
+    def __init__(
+        self,
+        cache: BoundedTTLCache[str, ShortTermMemoryEntry | None],
+        writer: DurableWriter,
+        put: Callable[[ShortTermMemoryEntry, float], None],
+        wall_clock: Callable[[], datetime] = timezone.now,
+    ) -> None:
+        self._cache = cache
+        self._writer = writer
+        self._put = put
+        self.wall_clock = wall_clock
+        self._keys: dict[str, _Flight] = {}
+        self._scopes: dict[Scope, _Flight] = {}
+        self.key_loads = 0
+        self.scope_loads = 0
+
+    def _window_start(self) -> datetime:
+        return self.wall_clock() - timedelta(seconds=max(crude_ttl(), summary_ttl()))
+
+    # ------------------------------------------------------------ touching
+
+    def touch(self, key: str) -> None:
+        """Note a live write or clear of `key`: in-flight loads must not undo it."""
+        flight = self._keys.get(key)
+        if flight is not None:
+            flight.stale = True
+        for scope_flight in self._scopes.values():
+            scope_flight.touched.add(key)
+
+    def touch_where(self, predicate: Callable[[str], bool]) -> None:
+        """Note a clear of every key matching `predicate` (and of unseen ones)."""
+        for key, flight in self._keys.items():
+            if predicate(key):
+                flight.stale = True
+        for flight in self._scopes.values():
+            flight.stale = True
+
+    def touch_all(self) -> None:
+        """Note a clear of the whole cache."""
+        self.touch_where(lambda key: True)
+
+    # ------------------------------------------------------------ keys
+
+    async def ensure_key(self, key: str) -> ShortTermMemoryEntry | None:
+        """Return the cached entry for `key`, loading it from the table on a miss."""
+        value = self._cache.get(key)
+        if value is not MISSING:
+            return value
+        flight = self._keys.get(key)
+        if flight is None:
+            flight = self._start(self._keys, key, self._load_key)
+        await asyncio.shield(flight.task)  # type: ignore[arg-type]
+        value = self._cache.peek(key)
+        return None if value is MISSING else value
+
+    def _start(
+        self,
+        flights: dict,  # type: ignore[type-arg]
+        name: object,
+        load: Callable[[object, _Flight], Awaitable[None]],
+    ) -> _Flight:
+        flight = _Flight()
+        flights[name] = flight
+        flight.task = asyncio.get_running_loop().create_task(
+            self._run(flights, name, flight, load), name=f"stm-hydrate:{name}"
+        )
+        return flight
+
+    @staticmethod
+    async def _run(
+        flights: dict,  # type: ignore[type-arg]
+        name: object,
+        flight: _Flight,
+        load: Callable[[object, _Flight], Awaitable[None]],
+    ) -> None:
+        try:
+            await load(name, flight)
+        finally:
+            if flights.get(name) is flight:
+                del flights[name]
+
+    async def _load_key(self, key: object, flight: _Flight) -> None:
+        assert isinstance(key, str)
+        self.key_loads += 1
+        record = await sync_to_async(repo.get_memory_record)(
+            key, updated_since=self._window_start()
+        )
+        record = self._writer.overlay(key, record)
+        if flight.stale:
+            return
+        # Nothing durable: remember the miss so every message in a quiet
+        # channel does not query again.
+        if not self._apply(key, record) and self._cache.peek(key) is MISSING:
+            self._cache.set(key, None, crude_ttl())
+
+    def _apply(self, key: str, record: DurableMemory | None) -> bool:
+        """Cache a hydrated record unless a live entry is there; say if cached."""
+        if record is None or isinstance(self._cache.peek(key), ShortTermMemoryEntry):
+            return False
+        ttl = remaining_ttl(record, self.wall_clock())
+        if ttl is None:
+            return False
+        self._put(entry_from_durable(record), ttl)
+        return True
+
+    # ------------------------------------------------------------ scopes
+
+    async def ensure_scope(
+        self, scope: str, owner: int, loaded: BoundedTTLCache[Scope, bool]
+    ) -> None:
+        """Load every record of a user or server once; `loaded` remembers it."""
+        name = (scope, owner)
+        if loaded.peek(name) is not MISSING:
+            return
+        flight = self._scopes.get(name)
+        if flight is None:
+            flight = self._start(self._scopes, name, self._scope_loader(loaded))
+        await asyncio.shield(flight.task)  # type: ignore[arg-type]
+
+    def _scope_loader(
+        self, loaded: BoundedTTLCache[Scope, bool]
+    ) -> Callable[[object, _Flight], Awaitable[None]]:
+        async def load(name: object, flight: _Flight) -> None:
+            assert isinstance(name, tuple)
+            scope: str = name[0]
+            owner: int = name[1]
+            self.scope_loads += 1
+            lister = (
+                repo.list_memory_records_for_user
+                if scope == USER
+                else repo.list_memory_records_for_server
+            )
+            records = await sync_to_async(lister)(
+                owner, updated_since=self._window_start()
+            )
+            if flight.stale:
+                return  # a clear overlapped: the next listing loads again
+            for record in records:
+                if record.cache_key not in flight.touched:
+                    overlaid = self._writer.overlay(record.cache_key, record)
+                    self._apply(record.cache_key, overlaid)
+            loaded.set((scope, owner), True)
+
+        return load
+
+
+__all__ = ["SERVER", "USER", "Hydrator", "crude_ttl", "remaining_ttl", "summary_ttl"]

@@ -1,0 +1,58 @@
+"""Cache keys of short-term memory: `shortterm:{user|server}:{owner}:{channel}[:{persona}]`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+USER = "user"
+SERVER = "server"
+PREFIX = "shortterm:"
+
+_KEY_RE = re.compile(r"^shortterm:(user|server):(\d+):(\d+)(?::(\d+))?$")
+
+
+def user_short_term_memory_key(
+    user_disc_id: int, channel_disc_id: int, persona_id: int | None = None
+) -> str:
+    """Return the user-scoped key (`shortterm:user:{user}:{channel}[:{persona}]`)."""
+    return _key(USER, user_disc_id, channel_disc_id, persona_id)
+
+
+def server_short_term_memory_key(
+    server_disc_id: int, channel_disc_id: int, persona_id: int | None = None
+) -> str:
+    """Return the server-shared key (`shortterm:server:{server}:{channel}[:{persona}]`)."""
+    return _key(SERVER, server_disc_id, channel_disc_id, persona_id)
+
+
+def _key(scope: str, owner: int, channel: int, persona: int | None) -> str:
+    base = f"{PREFIX}{scope}:{owner}:{channel}"
+    return base if persona is None else f"{base}:{persona}"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    """The parts of a short-term memory key."""
+
+    scope: str
+    owner: int
+    channel_disc_id: int
+    persona_id: int | None
+
+
+def parse_short_term_memory_key(text: str) -> ParsedKey:
+    """Split a key into its parts, or raise ValueError."""
+    match = _KEY_RE.match(text.strip())
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not shortterm:user|server:<id>:<channel>[:<persona>]"
+        )
+    scope, owner, channel, persona = match.groups()
+    return ParsedKey(scope, int(owner), int(channel), int(persona) if persona else None)
+
+
+def parse_registry_key(text: str) -> str:
+    """Validate an operator-typed key and return it as the cache key."""
+    parse_short_term_memory_key(text)
+    return text.strip()

@@ -1,0 +1,90 @@
+"""Voice transcript cache (spec 12): message id -> STT/TTS transcript text.
+
+History builders read it so older audio messages appear as text. A missing
+entry says whether it expired or was never stored (see `_message_keyed`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from caches.layers._message_keyed import (
+    Lookup,
+    LookupStatus,
+    MessageKeyedCache,
+    parse_snowflake,
+)
+from caches.registry import EmergencyPolicy, registry
+
+NAME = "voice_transcript"
+
+
+class TranscriptSource(enum.Enum):
+    """Where a transcript came from."""
+
+    STT = "stt"  # a user's voice message, transcribed
+    TTS = "tts"  # the bot's own spoken reply, from its text
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceTranscript:
+    """The transcript of one audio message."""
+
+    text: str
+    source: TranscriptSource
+
+
+_cache: MessageKeyedCache[VoiceTranscript] = MessageKeyedCache(
+    NAME,
+    maxsize=settings.VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES,
+    ttl=settings.VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60.0,
+    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+)
+
+
+def voice_transcript_cache() -> MessageKeyedCache[VoiceTranscript]:
+    """Return this process's transcript cache (tests, metrics)."""
+    return _cache
+
+
+def cache_voice_transcript(
+    message_disc_id: int, text: str, *, source: TranscriptSource
+) -> None:
+    """Remember the transcript of an audio message."""
+    _cache.put(message_disc_id, VoiceTranscript(text=text, source=source))
+
+
+def get_cached_voice_transcript(message_disc_id: int) -> Lookup[VoiceTranscript]:
+    """Return the transcript of a message: found, expired or missing."""
+    return _cache.lookup(message_disc_id)
+
+
+def invalidate_voice_transcript(message_disc_id: int) -> int:
+    """Forget one message's transcript (the message was deleted)."""
+    return _cache.invalidate(message_disc_id)
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    # Transcripts of a message never change: a bus gap cannot make them stale.
+    invalidatable=False,
+    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
+    key_help="a Discord message id",
+    parse_key=parse_snowflake,
+)
+
+__all__ = [
+    "Lookup",
+    "LookupStatus",
+    "TranscriptSource",
+    "VoiceTranscript",
+    "cache_voice_transcript",
+    "get_cached_voice_transcript",
+    "invalidate_voice_transcript",
+    "voice_transcript_cache",
+]

@@ -1,0 +1,347 @@
+"""Webhook cache (spec 10): a channel's shared webhook and each persona's identity on it.
+
+One bounded cache with no ttl holds three kinds of key:
+- `channel_disc_id` (int) -> `WebhookHandle`, the channel's shared webhook;
+- `"channel:persona"` (str) -> `PersonaWebhook`, that webhook plus the
+  persona's name and avatar, invalidated when the persona changes;
+- `("failed", channel_disc_id)` -> `WebhookFailure`, kept for
+  WEBHOOK_FAILURE_CACHE_TTL_MINUTES so a channel where the bot lacks
+  permission (or that has too many webhooks) is not retried every message.
+
+A miss reads the channel's ManagedWebhook row and decrypts its token (old
+key versions are re-encrypted under the current key; a row that cannot be
+decrypted is deleted), so a restart reuses the webhook instead of making a
+new one. Only without a row does the injected `create_webhook(channel_id)`
+run (the bot worker passes discord.py calls; it may also adopt a webhook the
+bot already owns in the channel). Tokens are `SecretToken`s: masked in
+reprs, logs and exceptions, never in metrics.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from caches.core import BoundedTTLCache, DoNotCache
+from caches.registry import EmergencyPolicy, registry
+from tomori.crypto import (
+    EncryptedSecret,
+    SecretDecryptionError,
+    SecretToken,
+    crypto_configured,
+    decrypt_secret,
+    encrypt_secret,
+    needs_rotation,
+)
+from tomori.repositories import webhooks as repo
+
+logger = logging.getLogger(__name__)
+
+NAME = "webhook"
+_FAILED = "failed"
+
+
+class FailureReason(enum.Enum):
+    """Why a channel has no webhook for now."""
+
+    MISSING_PERMISSIONS = "missing_permissions"
+    TOO_MANY_WEBHOOKS = "too_many_webhooks"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookHandle:
+    """A channel's shared webhook (the token's repr is masked)."""
+
+    webhook_disc_id: int
+    channel_disc_id: int
+    token: SecretToken
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaIdentity:
+    """The persona fields a webhook message is sent with."""
+
+    persona_id: int
+    name: str
+    avatar_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaWebhook:
+    """What a persona's message in a channel is sent through, and as whom."""
+
+    webhook: WebhookHandle
+    persona_id: int
+    username: str
+    avatar_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookFailure:
+    """Why the channel's webhook could not be made (cached for a while)."""
+
+    reason: FailureReason
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedWebhook:
+    """What the injected creator returns."""
+
+    webhook_disc_id: int
+    token: SecretToken
+
+
+class WebhookRefused(Exception):
+    """Raised by a creator when Discord refuses for a lasting reason."""
+
+    def __init__(self, reason: FailureReason) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+CreateWebhook = Callable[[int], Awaitable[CreatedWebhook]]
+
+_cache: BoundedTTLCache[Hashable, object] = BoundedTTLCache(
+    NAME,
+    maxsize=settings.WEBHOOK_CACHE_MAX_ENTRIES,
+    ttl=None,
+    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+)
+
+
+def webhook_cache() -> BoundedTTLCache[Hashable, object]:
+    """Return this process's webhook cache (tests, metrics)."""
+    return _cache
+
+
+def persona_webhook_key(channel_disc_id: int, persona_id: int) -> str:
+    """Return the persona webhook cache key `"channel:persona"`."""
+    return f"{channel_disc_id}:{persona_id}"
+
+
+def _failure_key(channel_disc_id: int) -> tuple[str, int]:
+    return (_FAILED, channel_disc_id)
+
+
+def _token_context(webhook_disc_id: int, channel_disc_id: int) -> str:
+    # Binds a ciphertext to its row: copied onto another row, it fails.
+    return f"webhook:{webhook_disc_id}:channel:{channel_disc_id}"
+
+
+def get_webhook_failure(channel_disc_id: int) -> WebhookFailure | None:
+    """Return why the channel has no webhook right now, or None."""
+    value = _cache.get(_failure_key(channel_disc_id))
+    return value if isinstance(value, WebhookFailure) else None
+
+
+async def get_channel_webhook(
+    channel_disc_id: int,
+    *,
+    create_webhook: CreateWebhook,
+    server_id: int | None = None,
+) -> WebhookHandle | None:
+    """Return the channel's shared webhook: cached, stored, or newly created.
+
+    None when a recent attempt failed for a lasting reason (see
+    `get_webhook_failure`). Other creator errors propagate and nothing is cached.
+    """
+    value = _cache.get(channel_disc_id)
+    if isinstance(value, WebhookHandle):
+        return value
+    if get_webhook_failure(channel_disc_id) is not None:
+        return None
+
+    async def load() -> WebhookHandle | DoNotCache[WebhookHandle | None]:
+        return await _load_channel_webhook(channel_disc_id, create_webhook, server_id)
+
+    return await _cache.get_or_load(channel_disc_id, load)  # type: ignore[return-value]
+
+
+async def _load_channel_webhook(
+    channel_disc_id: int, create_webhook: CreateWebhook, server_id: int | None
+) -> WebhookHandle | DoNotCache[WebhookHandle | None]:
+    handle, wrote = await _rehydrate(channel_disc_id)
+    if handle is not None:
+        return _settle(handle) if wrote else handle
+    try:
+        created = await create_webhook(channel_disc_id)
+    except WebhookRefused as refusal:
+        _remember_failure(channel_disc_id, refusal.reason)
+        return DoNotCache(None)
+    handle = WebhookHandle(created.webhook_disc_id, channel_disc_id, created.token)
+    await _persist(handle, server_id)
+    return _settle(handle)
+
+
+def _settle(handle: WebhookHandle) -> DoNotCache[WebhookHandle | None]:
+    # Our own row write invalidated this key on commit, which stales the
+    # load; the row we just wrote is the newest state, so cache it directly
+    # rather than re-reading it on the next message.
+    _cache.set(handle.channel_disc_id, handle)
+    return DoNotCache(handle)
+
+
+def _remember_failure(channel_disc_id: int, reason: FailureReason) -> None:
+    minutes = settings.WEBHOOK_FAILURE_CACHE_TTL_MINUTES
+    _cache.set(_failure_key(channel_disc_id), WebhookFailure(reason), minutes * 60.0)
+    logger.info(
+        "no webhook in channel %s (%s); not retrying for %d min",
+        channel_disc_id,
+        reason.value,
+        minutes,
+    )
+
+
+async def _rehydrate(channel_disc_id: int) -> tuple[WebhookHandle | None, bool]:
+    """Return the stored webhook of a channel and whether its row was rewritten."""
+    if not crypto_configured():
+        return None, False
+    stored = await sync_to_async(repo.get_managed_webhook)(channel_disc_id)
+    if stored is None:
+        return None, False
+    encrypted = EncryptedSecret(stored.token_ciphertext, stored.key_version)
+    context = _token_context(stored.webhook_disc_id, channel_disc_id)
+    try:
+        token = decrypt_secret(encrypted, context=context)
+    except SecretDecryptionError as error:
+        logger.warning(
+            "stored webhook %s of channel %s is unreadable (%s); deleting it",
+            stored.webhook_disc_id,
+            channel_disc_id,
+            error,
+        )
+        await sync_to_async(repo.delete_managed_webhook)(
+            channel_disc_id, webhook_disc_id=stored.webhook_disc_id
+        )
+        return None, False
+    rotate = needs_rotation(encrypted)
+    if rotate:
+        await _rotate(stored, token, context)
+    return WebhookHandle(stored.webhook_disc_id, channel_disc_id, token), rotate
+
+
+async def _rotate(stored: repo.StoredWebhook, token: SecretToken, context: str) -> None:
+    rotated = encrypt_secret(token, context=context)
+    await sync_to_async(repo.replace_webhook_ciphertext)(
+        stored, token_ciphertext=rotated.ciphertext, key_version=rotated.key_version
+    )
+    logger.info(
+        "re-encrypted webhook %s from key v%d to v%d",
+        stored.webhook_disc_id,
+        stored.key_version,
+        rotated.key_version,
+    )
+
+
+async def _persist(handle: WebhookHandle, server_id: int | None) -> None:
+    if not crypto_configured():
+        logger.warning(
+            "CRYPTO_SECRET_CURRENT is not set: webhook %s is kept in memory only",
+            handle.webhook_disc_id,
+        )
+        return
+    context = _token_context(handle.webhook_disc_id, handle.channel_disc_id)
+    encrypted = encrypt_secret(handle.token, context=context)
+    try:
+        await sync_to_async(repo.save_managed_webhook)(
+            channel_disc_id=handle.channel_disc_id,
+            webhook_disc_id=handle.webhook_disc_id,
+            token_ciphertext=encrypted.ciphertext,
+            key_version=encrypted.key_version,
+            server_id=server_id,
+        )
+    except Exception as error:
+        # The webhook works without its row; only a restart would miss it.
+        logger.warning(
+            "could not store webhook %s of channel %s (%s)",
+            handle.webhook_disc_id,
+            handle.channel_disc_id,
+            type(error).__name__,
+        )
+
+
+async def get_persona_webhook(
+    channel_disc_id: int,
+    persona: PersonaIdentity,
+    *,
+    create_webhook: CreateWebhook,
+    server_id: int | None = None,
+) -> PersonaWebhook | None:
+    """Return the channel webhook dressed as `persona`, or None (see failures)."""
+    key = persona_webhook_key(channel_disc_id, persona.persona_id)
+    value = _cache.get(key)
+    if isinstance(value, PersonaWebhook):
+        return value
+    handle = await get_channel_webhook(
+        channel_disc_id, create_webhook=create_webhook, server_id=server_id
+    )
+    if handle is None:
+        return None
+    dressed = PersonaWebhook(
+        handle, persona.persona_id, persona.name, persona.avatar_url
+    )
+    # Only while the handle is still the channel's: an invalidation during
+    # the await must not leave a persona entry pointing at a dead webhook.
+    if _cache.peek(channel_disc_id) is handle:
+        _cache.set(key, dressed)
+    return dressed
+
+
+def invalidate_webhook_cache(channel_disc_id: int) -> int:
+    """Drop a channel's webhook, its persona entries and its failure entry."""
+    prefix = f"{channel_disc_id}:"
+    failure = _failure_key(channel_disc_id)
+    return _cache.invalidate(channel_disc_id) + _cache.invalidate_where(
+        lambda key: key == failure or (isinstance(key, str) and key.startswith(prefix))
+    )
+
+
+def invalidate_persona_webhook_cache_for_persona(persona_id: int) -> int:
+    """Drop every channel's entry for one persona (its name or avatar changed)."""
+    suffix = f":{persona_id}"
+    return _cache.invalidate_where(
+        lambda key: isinstance(key, str) and key.endswith(suffix)
+    )
+
+
+async def discard_channel_webhook(
+    channel_disc_id: int, *, webhook_disc_id: int | None = None
+) -> None:
+    """Forget a webhook Discord says is gone (row and cache), so the next send re-resolves."""
+    await sync_to_async(repo.delete_managed_webhook)(
+        channel_disc_id, webhook_disc_id=webhook_disc_id
+    )
+    invalidate_webhook_cache(channel_disc_id)
+
+
+def parse_webhook_key(text: str) -> Hashable:
+    """Turn `<channel>`, `<channel>:<persona>` or `failed:<channel>` into a key."""
+    text = text.strip()
+    if text.startswith(f"{_FAILED}:"):
+        return _failure_key(int(text.removeprefix(f"{_FAILED}:")))
+    channel, sep, persona = text.partition(":")
+    if not sep:
+        return int(channel)
+    return persona_webhook_key(int(channel), int(persona))
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description=(
+        "Channel webhooks and persona webhook identities (no ttl, capped), plus "
+        "short-lived failure entries; tokens are stored encrypted."
+    ),
+    key_help="<channel id>, <channel id>:<persona id> or failed:<channel id>",
+    parse_key=parse_webhook_key,
+    ops={
+        "channel": invalidate_webhook_cache,
+        "persona": invalidate_persona_webhook_cache_for_persona,
+    },
+)

@@ -1,0 +1,78 @@
+"""Webhook identity cache: webhook id -> the user its messages impersonate.
+
+Proxy bots (PluralKit and the like) post a user's words through a webhook;
+history builders ask this cache who is really speaking. The resolver that
+finds out (a proxy API, a message lookup) is injected; a webhook that
+impersonates nobody is cached as None, so it is asked once per ttl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers._message_keyed import parse_snowflake
+from caches.registry import EmergencyPolicy, registry
+
+NAME = "webhook_identity"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookIdentity:
+    """The user a webhook speaks for."""
+
+    user_disc_id: int
+    display_name: str = ""
+
+
+Resolver = Callable[[int], Awaitable[WebhookIdentity | None]]
+
+_cache: BoundedTTLCache[int, WebhookIdentity | None] = BoundedTTLCache(
+    NAME,
+    maxsize=settings.WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES,
+    ttl=settings.WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60.0,
+    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+)
+
+
+def webhook_identity_cache() -> BoundedTTLCache[int, WebhookIdentity | None]:
+    """Return this process's webhook identity cache (tests, metrics)."""
+    return _cache
+
+
+def record_webhook_identity(
+    webhook_disc_id: int, identity: WebhookIdentity | None
+) -> None:
+    """Remember who a webhook speaks for (None: nobody)."""
+    _cache.set(webhook_disc_id, identity)
+
+
+def get_cached_webhook_identity(webhook_disc_id: int) -> WebhookIdentity | None:
+    """Return the cached identity of a webhook, or None (unknown or nobody)."""
+    value = _cache.get(webhook_disc_id)
+    return None if value is MISSING else value
+
+
+async def resolve_webhook_identity(
+    webhook_disc_id: int, resolve: Resolver
+) -> WebhookIdentity | None:
+    """Return who a webhook speaks for, asking `resolve` once on a miss."""
+    return await _cache.get_or_load(webhook_disc_id, lambda: resolve(webhook_disc_id))
+
+
+def invalidate_webhook_identity_cache(webhook_disc_id: int) -> int:
+    """Forget one webhook's identity."""
+    return _cache.invalidate(webhook_disc_id)
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description="Webhook id -> the user a proxy webhook impersonates.",
+    key_help="a Discord webhook id",
+    parse_key=parse_snowflake,
+)

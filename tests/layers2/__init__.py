@@ -1,0 +1,1 @@
+"""Tests of the cache layers II: short-term memory, transcripts, tables, webhooks."""

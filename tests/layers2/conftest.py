@@ -1,0 +1,100 @@
+"""Fixtures for the layers II tests: a fake clock, clean layers, a webhook creator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.db import connections
+from django.utils import timezone
+
+from caches.core import FakeClock
+from caches.layers import (
+    markdown_table,
+    short_term_memory,
+    voice_transcript,
+    webhook,
+    webhook_identity,
+)
+from caches.layers.webhook import CreatedWebhook, FailureReason, WebhookRefused
+from caches.registry import registry
+from tomori.crypto import SecretToken
+
+LAYER_NAMES = (
+    "short_term_memory",
+    "voice_transcript",
+    "markdown_table",
+    "webhook",
+    "webhook_identity",
+)
+
+
+def _clear_layers() -> None:
+    for name in LAYER_NAMES:
+        registry.clear(name)
+    short_term_memory.short_term_memory_store().writer._pending.clear()
+
+
+@pytest.fixture(autouse=True)
+def clean_layers() -> Iterator[None]:
+    """Start and end every test with empty layers and the real clock."""
+    _clear_layers()
+    yield
+    for name in LAYER_NAMES:
+        registry.get(name).set_clock(time.monotonic)
+    _clear_layers()
+    # Async tests query from asgiref's database thread; close its connection
+    # so the test database can be dropped at the end of the session.
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    """Drive every layer from a fake clock; stored timestamps move with it."""
+    fake = FakeClock(start=1000.0)
+    registry.set_clock(fake)
+    store = short_term_memory.short_term_memory_store()
+    origin = timezone.now()
+    store.wall_clock = lambda: origin + timedelta(seconds=fake.now - 1000.0)
+    yield fake
+    registry.set_clock(time.monotonic)
+    store.wall_clock = timezone.now
+
+
+@pytest.fixture
+async def stm_store() -> AsyncIterator[short_term_memory.ShortTermMemoryStore]:
+    """Return the process store; flush its durable writes after the test."""
+    store = short_term_memory.short_term_memory_store()
+    yield store
+    await store.writer.flush()
+
+
+class FakeDiscordWebhooks:
+    """Stands in for discord.py: creates webhooks, or refuses per channel."""
+
+    def __init__(self) -> None:
+        self.created: list[int] = []
+        self.refuse: dict[int, FailureReason] = {}
+        self.next_id = 900_000
+
+    async def create_webhook(self, channel_disc_id: int) -> CreatedWebhook:
+        if channel_disc_id in self.refuse:
+            raise WebhookRefused(self.refuse[channel_disc_id])
+        self.created.append(channel_disc_id)
+        self.next_id += 1
+        return CreatedWebhook(
+            webhook_disc_id=self.next_id,
+            token=SecretToken(f"tok-{self.next_id}-s3cr3t-{channel_disc_id}"),
+        )
+
+
+@pytest.fixture
+def discord_webhooks() -> FakeDiscordWebhooks:
+    """Return a fake webhook creator."""
+    return FakeDiscordWebhooks()
+
+
+__all__ = ["markdown_table", "voice_transcript", "webhook", "webhook_identity"]

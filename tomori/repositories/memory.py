@@ -1,0 +1,186 @@
+"""Reads and writes of the durable part of short-term memory (ShortTermMemoryRecord).
+
+Only summaries, categories and turn counters are stored; raw messages stay in
+the cache. The cache layer (`caches.layers.short_term_memory`) queues writes
+and applies them here in ordered batches, one transaction per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+
+from tomori.models import MemoryScope, ShortTermMemoryRecord
+
+_UPDATE_FIELDS = [
+    "scope",
+    "user_disc_id",
+    "server_disc_id",
+    "channel_disc_id",
+    "persona_id",
+    "summary",
+    "categories",
+    "turn_count",
+    "summarized_turn_count",
+    "updated_at",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DurableMemory:
+    """The durable fields of one short-term memory entry."""
+
+    cache_key: str
+    scope: str
+    channel_disc_id: int
+    user_disc_id: int | None
+    server_disc_id: int | None
+    persona_id: int | None
+    summary: str
+    categories: tuple[str, ...]
+    turn_count: int
+    summarized_turn_count: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteKeys:
+    """Delete the rows of these cache keys."""
+
+    cache_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteWhere:
+    """Delete the rows matching every given field (None: any value)."""
+
+    scope: str | None = None
+    user_disc_id: int | None = None
+    server_disc_id: int | None = None
+    channel_disc_id: int | None = None
+
+    def as_q(self) -> Q:
+        """Return the filter; refuse an empty one, which would delete everything."""
+        fields = {
+            name: value
+            for name, value in (
+                ("scope", self.scope),
+                ("user_disc_id", self.user_disc_id),
+                ("server_disc_id", self.server_disc_id),
+                ("channel_disc_id", self.channel_disc_id),
+            )
+            if value is not None
+        }
+        if not fields:
+            raise ValueError("DeleteWhere needs at least one field")
+        return Q(**fields)
+
+
+MemoryWrite = DurableMemory | DeleteKeys | DeleteWhere
+
+
+def _to_durable(row: ShortTermMemoryRecord) -> DurableMemory:
+    return DurableMemory(
+        cache_key=row.cache_key,
+        scope=row.scope,
+        channel_disc_id=row.channel_disc_id,
+        user_disc_id=row.user_disc_id,
+        server_disc_id=row.server_disc_id,
+        persona_id=row.persona_id,
+        summary=row.summary,
+        categories=tuple(row.categories or ()),
+        turn_count=row.turn_count,
+        summarized_turn_count=row.summarized_turn_count,
+        updated_at=row.updated_at,
+    )
+
+
+def get_memory_record(
+    cache_key: str, *, updated_since: datetime
+) -> DurableMemory | None:
+    """Return the durable fields of one key if written since `updated_since`."""
+    row = ShortTermMemoryRecord.objects.filter(
+        cache_key=cache_key, updated_at__gte=updated_since
+    ).first()
+    return _to_durable(row) if row else None
+
+
+def list_memory_records_for_server(
+    server_disc_id: int, *, updated_since: datetime
+) -> list[DurableMemory]:
+    """Return the server-scoped records of a server written since `updated_since`."""
+    rows = ShortTermMemoryRecord.objects.filter(
+        scope=MemoryScope.SERVER,
+        server_disc_id=server_disc_id,
+        updated_at__gte=updated_since,
+    )
+    return [_to_durable(row) for row in rows]
+
+
+def list_memory_records_for_user(
+    user_disc_id: int, *, updated_since: datetime
+) -> list[DurableMemory]:
+    """Return the user-scoped records of a user written since `updated_since`."""
+    rows = ShortTermMemoryRecord.objects.filter(
+        scope=MemoryScope.USER, user_disc_id=user_disc_id, updated_at__gte=updated_since
+    )
+    return [_to_durable(row) for row in rows]
+
+
+def apply_memory_writes(writes: Sequence[MemoryWrite]) -> None:
+    """Apply upserts and deletes in order, in one transaction."""
+    with transaction.atomic():
+        batch: list[DurableMemory] = []
+        for write in writes:
+            if isinstance(write, DurableMemory):
+                batch.append(write)
+                continue
+            _upsert(batch)
+            batch = []
+            _delete(write)
+        _upsert(batch)
+
+
+def _upsert(records: Iterable[DurableMemory]) -> None:
+    rows = [
+        ShortTermMemoryRecord(
+            cache_key=r.cache_key,
+            scope=r.scope,
+            user_disc_id=r.user_disc_id,
+            server_disc_id=r.server_disc_id,
+            channel_disc_id=r.channel_disc_id,
+            persona_id=r.persona_id,
+            summary=r.summary,
+            categories=list(r.categories),
+            turn_count=r.turn_count,
+            summarized_turn_count=r.summarized_turn_count,
+            updated_at=r.updated_at,
+        )
+        for r in records
+    ]
+    if rows:
+        ShortTermMemoryRecord.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["cache_key"],
+            update_fields=_UPDATE_FIELDS,
+        )
+
+
+def _delete(write: DeleteKeys | DeleteWhere) -> None:
+    if isinstance(write, DeleteKeys):
+        ShortTermMemoryRecord.objects.filter(cache_key__in=write.cache_keys).delete()
+    else:
+        ShortTermMemoryRecord.objects.filter(write.as_q()).delete()
+
+
+def purge_memory_records(*, older_than: datetime) -> int:
+    """Delete records last written before `older_than`; return how many."""
+    deleted, _ = ShortTermMemoryRecord.objects.filter(
+        updated_at__lt=older_than
+    ).delete()
+    return deleted
