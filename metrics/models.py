@@ -18,9 +18,7 @@ class MetricSample(models.Model):
         indexes = [
             models.Index(
                 fields=["metric_name", "created_at"], name="metric_name_created_idx"
-            ),
-            # Retention pruning and the unfiltered admin list filter on time alone.
-            models.Index(fields=["created_at"], name="metric_created_idx"),
+            )
         ]
 
     def __str__(self) -> str:
