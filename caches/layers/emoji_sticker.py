@@ -1,0 +1,185 @@
+"""Emoji/sticker cache (spec 3): a server's stored expressions after a lazy sync check.
+
+Keyed by the internal server_id. Each category is cached on its own terms: a
+category disabled when the entry was built is not loaded (its rows are None),
+and a caller that finds it enabled later gets it loaded instead of an empty
+list. The guild's current emojis and stickers are passed in by the caller as
+plain data; the sync they may trigger never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from caches.core import MISSING
+from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories import expressions as expressions_repo
+from tomori.repositories.expressions import (
+    ExpressionRecord,
+    ExpressionSyncState,
+    GuildExpression,
+    StoredExpressions,
+)
+
+logger = logging.getLogger(__name__)
+
+NAME = "emoji_sticker"
+#: A stored count this far from the guild's means the stored rows are stale.
+SYNC_COUNT_TOLERANCE = 2
+#: A sync older than this is redone at the next load.
+SYNC_MAX_AGE = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class GuildExpressions:
+    """The emojis and stickers a guild has now, as the caller read them."""
+
+    emojis: Sequence[GuildExpression]
+    stickers: Sequence[GuildExpression]
+
+
+_cache = new_cache(
+    NAME,
+    cap_setting="EMOJI_STICKER_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("EMOJI_STICKER_CACHE_TTL_MINUTES"),
+)
+_syncs: dict[int, asyncio.Task[None]] = {}
+
+
+def expressions_of(
+    entry: StoredExpressions,
+) -> tuple[tuple[ExpressionRecord, ...], ...]:
+    """Return (emojis, stickers) with a disabled category as an empty tuple."""
+    return (entry.emojis or (), entry.stickers or ())
+
+
+def needs_sync(
+    state: ExpressionSyncState | None,
+    guild: GuildExpressions,
+    *,
+    now: datetime,
+    force: bool = False,
+) -> bool:
+    """Tell whether the stored expressions must be re-synced from the guild's."""
+    if force or state is None or state.last_synced_at is None:
+        return True
+    if abs(state.emoji_count - len(guild.emojis)) > SYNC_COUNT_TOLERANCE:
+        return True
+    if abs(state.sticker_count - len(guild.stickers)) > SYNC_COUNT_TOLERANCE:
+        return True
+    return now - state.last_synced_at > SYNC_MAX_AGE
+
+
+def _sync_if_needed(server_id: int, guild: GuildExpressions, force: bool) -> bool:
+    state = expressions_repo.get_expression_sync_state(server_id)
+    if not needs_sync(state, guild, now=timezone.now(), force=force):
+        return False
+    expressions_repo.sync_server_expressions(
+        server_id=server_id, emojis=guild.emojis, stickers=guild.stickers
+    )
+    return True
+
+
+async def _run_sync(server_id: int, guild: GuildExpressions, force: bool) -> None:
+    try:
+        if await run_db(_sync_if_needed, server_id, guild, force):
+            logger.info("emoji_sticker: synced server %s", server_id)
+    except Exception:  # the sync must never break the turn that triggered it
+        logger.exception("emoji_sticker: sync of server %s failed", server_id)
+
+
+async def _sync_once(server_id: int, guild: GuildExpressions, force: bool) -> None:
+    # Concurrent misses of one server share one sync check (single flight).
+    loop = asyncio.get_running_loop()
+    task = _syncs.get(server_id)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_run_sync(server_id, guild, force))
+        _syncs[server_id] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if _syncs.get(server_id) is done:
+                del _syncs[server_id]
+
+        task.add_done_callback(forget)
+    await asyncio.shield(task)
+
+
+def _lacks_enabled(
+    entry: StoredExpressions, emoji_enabled: bool | None, sticker_enabled: bool | None
+) -> bool:
+    return (emoji_enabled is True and entry.emojis is None) or (
+        sticker_enabled is True and entry.stickers is None
+    )
+
+
+async def load_emoji_sticker_cache(
+    server_id: int,
+    *,
+    guild: GuildExpressions | None = None,
+    force_sync: bool = False,
+    emoji_enabled: bool | None = None,
+    sticker_enabled: bool | None = None,
+) -> StoredExpressions:
+    """Return the server's stored expressions, syncing and loading on a miss.
+
+    Pass the server's enabled flags when known (they then also decide what a
+    load reads); a flag left None is read from the server row. Pass `guild`
+    for the sync check to run; `force_sync` syncs and reloads even on a hit.
+    """
+    entry = _cache.get(server_id)
+    if entry is not MISSING:
+        if not force_sync and not _lacks_enabled(entry, emoji_enabled, sticker_enabled):
+            return _apply_flags(entry, emoji_enabled, sticker_enabled)
+        _cache.invalidate(server_id)
+    if guild is not None:
+        await _sync_once(server_id, guild, force_sync)
+    entry = await _cache.get_or_load(
+        server_id,
+        lambda: run_db(
+            expressions_repo.load_stored_expressions,
+            server_id,
+            emoji_enabled=emoji_enabled,
+            sticker_enabled=sticker_enabled,
+        ),
+    )
+    return _apply_flags(entry, emoji_enabled, sticker_enabled)
+
+
+def _apply_flags(
+    entry: StoredExpressions, emoji_enabled: bool | None, sticker_enabled: bool | None
+) -> StoredExpressions:
+    """Hide a category the caller reports disabled (rows loaded while it was on)."""
+    hide_emojis = emoji_enabled is False and entry.emojis is not None
+    hide_stickers = sticker_enabled is False and entry.stickers is not None
+    if not (hide_emojis or hide_stickers):
+        return entry
+    return dataclasses.replace(
+        entry,
+        emoji_enabled=entry.emoji_enabled and not hide_emojis,
+        emojis=None if hide_emojis else entry.emojis,
+        sticker_enabled=entry.sticker_enabled and not hide_stickers,
+        stickers=None if hide_stickers else entry.stickers,
+    )
+
+
+def invalidate_emoji_sticker_cache(server_id: int) -> int:
+    """Drop the server's expressions; return entries removed."""
+    return _cache.invalidate(server_id)
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description="Stored emojis and stickers per server (after the lazy sync check).",
+    key_help="server_id (the internal server id, not the Discord id)",
+    parse_key=parse_int,
+)

@@ -1,0 +1,56 @@
+"""Persona sprite cache (spec 15): a persona's ordered sprites, keyed by persona_id.
+
+An empty list is cached too (most personas have no sprites). The limits
+(sprites per persona, instructions length, sprites per prompt) are enforced by
+`tomori.repositories.sprites`, which the writes go through.
+"""
+
+from __future__ import annotations
+
+from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories import sprites as sprites_repo
+from tomori.repositories.sprites import SpriteRecord
+
+NAME = "persona_sprite"
+
+_cache = new_cache(
+    NAME,
+    cap_setting="PERSONA_SPRITE_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("PERSONA_SPRITE_CACHE_TTL_MINUTES"),
+)
+
+
+async def get_cached_persona_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
+    """Return the persona's sprites in order, loading them on a miss."""
+    return await _cache.get_or_load(  # type: ignore[no-any-return]
+        persona_id, lambda: run_db(sprites_repo.list_persona_sprites, persona_id)
+    )
+
+
+async def get_cached_prompt_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
+    """Return the sprites a prompt may list (at most PERSONA_SPRITE_PROMPT_MAX_COUNT)."""
+    return sprites_repo.sprites_for_prompt(await get_cached_persona_sprites(persona_id))
+
+
+async def get_cached_persona_sprite(persona_id: int, name: str) -> SpriteRecord | None:
+    """Return the persona's sprite called `name` (render modifiers), or None."""
+    for sprite in await get_cached_persona_sprites(persona_id):
+        if sprite.name == name:
+            return sprite
+    return None
+
+
+def invalidate_persona_sprite_cache(persona_id: int) -> int:
+    """Drop the persona's sprites; return entries removed."""
+    return _cache.invalidate(persona_id)
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description="Ordered sprites per persona (an empty list is cached).",
+    key_help="persona_id",
+    parse_key=parse_int,
+)

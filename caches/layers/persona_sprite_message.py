@@ -1,0 +1,158 @@
+"""Persona sprite message cache (spec 15b): which sprite a sent message carried.
+
+Keyed by message_disc_id; a message with no sprite mapping is cached as None
+(most persona webhook messages are plain sends). Entries are immutable, so
+nothing invalidates them and the TTL only bounds memory. Context builds prime
+the cache with one batched query; sends seed it directly. A transient database
+error seeds nothing, so real sprite messages are not masked for a TTL.
+Database retention pruning rides the write path, at most once per
+PRUNE_INTERVAL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.db import Error as DatabaseError
+from django.utils import timezone
+
+from caches.core import MISSING, Clock, DoNotCache
+from caches.layers._support import knob, minutes_setting, new_cache, parse_int, run_db
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories import sprites as sprites_repo
+from tomori.repositories.sprites import SpriteMessageRecord
+
+logger = logging.getLogger(__name__)
+
+NAME = "persona_sprite_message"
+PRUNE_INTERVAL_SECONDS = 6 * 3600.0
+
+_cache = new_cache(
+    NAME,
+    cap_setting="PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES"),
+)
+
+
+class _RetentionPruner:
+    """Runs the database retention prune at most once per interval."""
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self.last_run: float | None = None
+
+    def claim(self) -> bool:
+        """Return True (and start a new interval) if a prune is due now."""
+        now = self.clock()
+        if self.last_run is not None and now - self.last_run < PRUNE_INTERVAL_SECONDS:
+            return False
+        self.last_run = now
+        return True
+
+
+_pruner = _RetentionPruner()
+
+
+def set_retention_clock(clock: Clock) -> None:
+    """Read prune intervals from `clock` and forget the last prune (tests)."""
+    _pruner.clock = clock
+    _pruner.last_run = None
+
+
+async def _load_one(
+    message_disc_id: int,
+) -> SpriteMessageRecord | None | DoNotCache[None]:
+    try:
+        found = await run_db(sprites_repo.get_sprite_messages, [message_disc_id])
+    except DatabaseError as exc:
+        logger.warning(
+            "persona_sprite_message: lookup of %s failed: %s", message_disc_id, exc
+        )
+        return DoNotCache(None)
+    return found.get(message_disc_id)
+
+
+async def get_cached_persona_sprite_message(
+    message_disc_id: int,
+) -> SpriteMessageRecord | None:
+    """Return the message's sprite mapping, or None (also on a database error)."""
+    return await _cache.get_or_load(  # type: ignore[no-any-return]
+        message_disc_id, lambda: _load_one(message_disc_id)
+    )
+
+
+def peek_persona_sprite_message(message_disc_id: int) -> SpriteMessageRecord | None:
+    """Return the cached mapping without touching the database (None if not cached)."""
+    value = _cache.get(message_disc_id)
+    return None if value is MISSING else value
+
+
+async def prime_persona_sprite_message_records(message_disc_ids: Iterable[int]) -> int:
+    """Load every uncached id in one query and seed rows and negatives; return seeded."""
+    missing = list(dict.fromkeys(i for i in message_disc_ids if i not in _cache))
+    if not missing:
+        return 0
+    try:
+        found = await run_db(sprites_repo.get_sprite_messages, missing)
+    except DatabaseError as exc:
+        logger.warning(
+            "persona_sprite_message: prime of %d ids failed: %s", len(missing), exc
+        )
+        return 0
+    for message_disc_id in missing:
+        _cache.set(message_disc_id, found.get(message_disc_id))
+    return len(missing)
+
+
+def _write(
+    message_disc_id: int, persona_id: int, sprite_name: str, channel_disc_id: int
+) -> SpriteMessageRecord:
+    record = sprites_repo.sprite_message_create(
+        message_disc_id=message_disc_id,
+        persona_id=persona_id,
+        sprite_name=sprite_name,
+        channel_disc_id=channel_disc_id,
+    )
+    if _pruner.claim():
+        _prune()
+    return record
+
+
+def _prune() -> None:
+    days = int(knob("PERSONA_SPRITE_MESSAGE_RETENTION_DAYS"))
+    try:
+        deleted = sprites_repo.prune_sprite_messages(
+            older_than=timezone.now() - timedelta(days=days)
+        )
+    except DatabaseError as exc:
+        logger.warning("persona_sprite_message: retention prune failed: %s", exc)
+        return
+    if deleted:
+        logger.info(
+            "persona_sprite_message: pruned %d rows older than %d days", deleted, days
+        )
+
+
+async def record_persona_sprite_message(
+    *, message_disc_id: int, persona_id: int, sprite_name: str, channel_disc_id: int
+) -> SpriteMessageRecord:
+    """Store which sprite a sent message carried and seed the cache with it."""
+    record = await run_db(
+        _write, message_disc_id, persona_id, sprite_name, channel_disc_id
+    )
+    _cache.set(message_disc_id, record)
+    return record
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    invalidatable=False,
+    description="Sprite mapping per sent message (None: no sprite); immutable.",
+    key_help="message_disc_id (the Discord message id)",
+    parse_key=parse_int,
+)

@@ -1,0 +1,113 @@
+"""Personal spotlight cache (spec 17): a gate per server before the result per triple.
+
+Two maps at different granularities, registered as one layer:
+- gate: server_id -> has any spotlight (bounded by guild count);
+- result: "server_id:user_id:channel_disc_id" -> SpotlightRecord | None,
+  capped at PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES (expired first, then oldest).
+A read consults the gate first; a server with no spotlights answers None and
+creates no result entry. Invalidation drops the gate and the result entries
+whose ids match exactly (channel 12 never matches channel 123).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from django.utils import timezone
+
+from caches.layers._support import (
+    CompositeCache,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories import spotlight as spotlight_repo
+from tomori.repositories.spotlight import SpotlightRecord
+
+NAME = "personal_spotlight"
+
+_ttl = minutes_setting("PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES")
+_results = new_cache(NAME, cap_setting="PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES", ttl=_ttl)
+_gate = new_cache(
+    f"{NAME}:gate", cap_setting="PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES", ttl=_ttl
+)
+_cache = CompositeCache(_results, gate=_gate)
+
+
+def spotlight_cache_key(server_id: int, user_id: int, channel_disc_id: int) -> str:
+    """Return the result-map key of one (server, user, channel) triple."""
+    return f"{server_id}:{user_id}:{channel_disc_id}"
+
+
+async def _server_has_spotlights(server_id: int) -> bool:
+    return await _gate.get_or_load(  # type: ignore[no-any-return]
+        server_id,
+        lambda: run_db(spotlight_repo.server_has_personal_spotlights, server_id),
+    )
+
+
+async def _load_status(
+    server_id: int, user_id: int, channel_disc_id: int
+) -> SpotlightRecord | None:
+    return await run_db(
+        spotlight_repo.get_personal_spotlight_status,
+        server_id=server_id,
+        user_id=user_id,
+        channel_disc_id=channel_disc_id,
+    )
+
+
+async def get_cached_personal_spotlight_status(
+    server_id: int, user_id: int, channel_disc_id: int
+) -> SpotlightRecord | None:
+    """Return the user's active spotlight in the channel, or None."""
+    if not await _server_has_spotlights(server_id):
+        return None
+    key = spotlight_cache_key(server_id, user_id, channel_disc_id)
+    record: SpotlightRecord | None = await _results.get_or_load(
+        key, lambda: _load_status(server_id, user_id, channel_disc_id)
+    )
+    if record is not None and record.is_expired(timezone.now()):
+        _results.invalidate(key)  # the next read lets the repository delete it
+        return None
+    return record
+
+
+def invalidate_personal_spotlight_cache(
+    server_id: int, user_id: int | None = None, channel_disc_id: int | None = None
+) -> int:
+    """Drop the server's gate and the result entries matching exactly; return removals."""
+    server = str(server_id)
+    user = None if user_id is None else str(user_id)
+    channel = None if channel_disc_id is None else str(channel_disc_id)
+
+    def matches(key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        s, u, c = key.split(":")
+        return s == server and user in (None, u) and channel in (None, c)
+
+    return _gate.invalidate(server_id) + _results.invalidate_where(matches)
+
+
+def parse_spotlight_key(text: str) -> Hashable:
+    """Parse "server_id" (the gate) or "server_id:user_id:channel_disc_id" (a result)."""
+    parts = text.strip().split(":")
+    if len(parts) == 1:
+        return parse_int(parts[0])
+    if len(parts) != 3:
+        raise ValueError("expected server_id or server_id:user_id:channel_disc_id")
+    return spotlight_cache_key(*(parse_int(p) for p in parts))
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description="Personal spotlight per server:user:channel, behind a per-server gate.",
+    key_help="server_id:user_id:channel_disc_id for a result, or server_id for the gate",
+    parse_key=parse_spotlight_key,
+    ops={"spotlight": invalidate_personal_spotlight_cache},
+)

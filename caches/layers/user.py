@@ -1,0 +1,131 @@
+"""User cache (spec 2): user rows, privacy level and a per-server blacklist sub-cache.
+
+One map holds two kinds of entry: `user_disc_id -> UserRecord | None` (the
+row; None is a negative entry for an unknown user) and
+`(user_disc_id, server_disc_id) -> bool` (the blacklist sub-entries). Keeping
+them apart means refreshing or invalidating a row keeps the blacklist answers,
+and a blacklist change touches one sub-entry.
+
+Fail closed: when the database cannot be read, privacy is the most
+restrictive level and the user counts as blacklisted, and neither guess is
+cached.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+
+from django.db import Error as DatabaseError
+
+from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.registry import EmergencyPolicy, registry
+from tomori.repositories import users as users_repo
+from tomori.repositories.users import (
+    DEFAULT_PRIVACY_LEVEL,
+    MOST_RESTRICTIVE_PRIVACY_LEVEL,
+    UserRecord,
+)
+
+logger = logging.getLogger(__name__)
+
+NAME = "user"
+
+_cache = new_cache(
+    NAME,
+    cap_setting="USER_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("USER_CACHE_TTL_MINUTES"),
+)
+
+
+def blacklist_cache_key(server_disc_id: int, user_disc_id: int) -> tuple[int, int]:
+    """Return the sub-entry key of a user's blacklist answer in one server."""
+    return (user_disc_id, server_disc_id)
+
+
+async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
+    """Return the user's row (None: unknown user), loading it on a miss.
+
+    A database error propagates (and nothing is cached).
+    """
+    return await _cache.get_or_load(  # type: ignore[no-any-return]
+        user_disc_id, lambda: run_db(users_repo.get_user_by_disc_id, user_disc_id)
+    )
+
+
+async def get_cached_privacy_level(user_disc_id: int) -> int:
+    """Return the user's privacy level; the most restrictive one if the database fails."""
+    try:
+        row = await get_cached_user_row(user_disc_id)
+    except DatabaseError as exc:
+        logger.warning(
+            "user: privacy of %s unreadable, failing closed: %s", user_disc_id, exc
+        )
+        return MOST_RESTRICTIVE_PRIVACY_LEVEL
+    return row.privacy_level if row is not None else DEFAULT_PRIVACY_LEVEL
+
+
+async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) -> bool:
+    """Tell whether the user is blacklisted in the server; True if the database fails."""
+    key = blacklist_cache_key(server_disc_id, user_disc_id)
+    try:
+        return await _cache.get_or_load(  # type: ignore[no-any-return]
+            key,
+            lambda: run_db(
+                users_repo.is_user_blacklisted,
+                server_disc_id=server_disc_id,
+                user_disc_id=user_disc_id,
+            ),
+        )
+    except DatabaseError as exc:
+        logger.warning(
+            "user: blacklist of %s in %s unreadable, failing closed: %s",
+            user_disc_id,
+            server_disc_id,
+            exc,
+        )
+        return True
+
+
+def invalidate_user_cache(user_disc_id: int, *, include_blacklist: bool = False) -> int:
+    """Drop the user's row (and, if asked, every blacklist answer); return removals."""
+    removed = _cache.invalidate(user_disc_id)
+    if include_blacklist:
+        removed += _cache.invalidate_where(
+            lambda key: isinstance(key, tuple) and key[0] == user_disc_id
+        )
+    return removed
+
+
+def invalidate_user_blacklist_cache(server_disc_id: int, user_disc_id: int) -> int:
+    """Drop one blacklist answer (this user in this server); return removals."""
+    return _cache.invalidate(blacklist_cache_key(server_disc_id, user_disc_id))
+
+
+def invalidate_server_blacklist_cache(server_disc_id: int) -> int:
+    """Drop every user's blacklist answer for this server; return removals."""
+    return _cache.invalidate_where(
+        lambda key: isinstance(key, tuple) and key[1] == server_disc_id
+    )
+
+
+def parse_user_key(text: str) -> Hashable:
+    """Parse "user_disc_id" (the row) or "user_disc_id:server_disc_id" (a blacklist answer)."""
+    user, sep, server = text.strip().partition(":")
+    if not sep:
+        return parse_int(user)
+    return (parse_int(user), parse_int(server))
+
+
+registry.register(
+    NAME,
+    _cache,
+    policy=EmergencyPolicy.CLEAR,
+    description="User rows (privacy level) and per-server blacklist answers.",
+    key_help="user_disc_id for the row, or user_disc_id:server_disc_id for a blacklist answer",
+    parse_key=parse_user_key,
+    ops={
+        "blacklist": invalidate_user_blacklist_cache,
+        "blacklist_server": invalidate_server_blacklist_cache,
+    },
+)

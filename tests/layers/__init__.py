@@ -1,0 +1,1 @@
+"""Tests of the cache layers I: server, persona, user and channel state."""

@@ -1,0 +1,145 @@
+"""Channel LLM and system prompt layers: negative entries, threads, invalidation, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from caches.layers import channel_llm, channel_prompt
+from caches.layers.channel_llm import get_cached_channel_llm
+from caches.layers.channel_prompt import get_cached_channel_prompt
+from caches.registry import registry
+from tomori.repositories import channels as channels_repo
+from tomori.repositories.channels import ChannelPromptRecord
+
+pytestmark = pytest.mark.django_db
+
+TTL = 10 * 60.0
+CHANNEL, THREAD, OTHER = 11, 12, 13
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server()
+
+
+# ---------------------------------------------------------------- channel LLM
+
+
+def test_channel_override_is_cached(run, server, make_llm, django_assert_num_queries):
+    llm = make_llm()
+    channels_repo.channel_llm_override_set(
+        server_id=server.id, channel_disc_id=CHANNEL, llm_id=llm.id
+    )
+    assert run(get_cached_channel_llm, server.id, CHANNEL) == llm.id
+    with django_assert_num_queries(0):
+        assert run(get_cached_channel_llm, server.id, CHANNEL) == llm.id
+
+
+def test_no_override_is_a_negative_entry(run, server, django_assert_num_queries):
+    assert run(get_cached_channel_llm, server.id, OTHER) is None
+    assert channel_llm._cache.get((server.id, OTHER)) is None
+    with django_assert_num_queries(0):
+        assert run(get_cached_channel_llm, server.id, OTHER) is None
+
+
+def test_thread_inherits_its_parent_override(run, server, make_llm):
+    parent_llm, thread_llm = make_llm(), make_llm()
+    channels_repo.channel_llm_override_set(
+        server_id=server.id, channel_disc_id=CHANNEL, llm_id=parent_llm.id
+    )
+    got = run(get_cached_channel_llm, server.id, THREAD, parent_disc_id=CHANNEL)
+    assert got == parent_llm.id
+    channels_repo.channel_llm_override_set(
+        server_id=server.id, channel_disc_id=THREAD, llm_id=thread_llm.id
+    )
+    registry.apply("channel_llm", "channel", server.id, THREAD)
+    got = run(get_cached_channel_llm, server.id, THREAD, parent_disc_id=CHANNEL)
+    assert got == thread_llm.id
+
+
+def test_parent_change_reaches_its_threads(run, server, make_llm):
+    llm = make_llm()
+    assert (
+        run(get_cached_channel_llm, server.id, THREAD, parent_disc_id=CHANNEL) is None
+    )
+    channels_repo.channel_llm_override_set(
+        server_id=server.id, channel_disc_id=CHANNEL, llm_id=llm.id
+    )
+    registry.apply("channel_llm", "channel", server.id, CHANNEL)
+    got = run(get_cached_channel_llm, server.id, THREAD, parent_disc_id=CHANNEL)
+    assert got == llm.id
+
+
+def test_channel_llm_expires(run, server, count_calls, clock):
+    loads = count_calls(channels_repo, "get_channel_llm_overrides")
+    run(get_cached_channel_llm, server.id, CHANNEL)
+    clock.advance(TTL + 1)
+    run(get_cached_channel_llm, server.id, CHANNEL)
+    assert loads.calls == 2
+
+
+def test_channel_llm_server_op(run, server, make_server):
+    other = make_server()
+    for channel in (CHANNEL, OTHER):
+        run(get_cached_channel_llm, server.id, channel)
+    run(get_cached_channel_llm, other.id, CHANNEL)
+    assert registry.apply("channel_llm", "server", server.id) == 2
+    assert registry.apply("channel_llm", "channel", other.id, CHANNEL) == 1
+
+
+def test_channel_llm_database_error_answers_none(run, server, db_down):
+    db_down(channels_repo, "get_channel_llm_overrides")
+    assert run(get_cached_channel_llm, server.id, CHANNEL) is None
+    assert len(channel_llm._cache) == 0
+
+
+# ------------------------------------------------------------- channel prompt
+
+
+def test_prompt_override_is_cached(run, server, django_assert_num_queries):
+    channels_repo.channel_prompt_override_set(
+        server_id=server.id, channel_disc_id=CHANNEL, prompt="Be brief.", mode="replace"
+    )
+    expected = ChannelPromptRecord(prompt="Be brief.", mode="replace")
+    assert run(get_cached_channel_prompt, server.id, CHANNEL) == expected
+    with django_assert_num_queries(0):
+        assert run(get_cached_channel_prompt, server.id, CHANNEL) == expected
+
+
+def test_prompt_negative_entry(run, server, django_assert_num_queries):
+    assert run(get_cached_channel_prompt, server.id, OTHER) is None
+    with django_assert_num_queries(0):
+        assert run(get_cached_channel_prompt, server.id, OTHER) is None
+
+
+def test_prompt_expires(run, server, count_calls, clock):
+    loads = count_calls(channels_repo, "get_channel_prompt_override")
+    run(get_cached_channel_prompt, server.id, CHANNEL)
+    clock.advance(TTL - 1)
+    run(get_cached_channel_prompt, server.id, CHANNEL)
+    clock.advance(2)
+    run(get_cached_channel_prompt, server.id, CHANNEL)
+    assert loads.calls == 2
+
+
+def test_prompt_key_and_server_ops(run, server, make_server):
+    other = make_server()
+    for channel in (CHANNEL, OTHER):
+        run(get_cached_channel_prompt, server.id, channel)
+    run(get_cached_channel_prompt, other.id, CHANNEL)
+    assert registry.apply("channel_prompt", "key", (server.id, CHANNEL)) == 1
+    assert registry.apply("channel_prompt", "server", server.id) == 1
+    assert len(channel_prompt._cache) == 1
+
+
+def test_prompt_database_error_answers_none_and_caches_nothing(run, server, db_down):
+    db_down(channels_repo, "get_channel_prompt_override")
+    assert run(get_cached_channel_prompt, server.id, CHANNEL) is None
+    assert len(channel_prompt._cache) == 0
+
+
+def test_prompt_mode_is_validated(server):
+    with pytest.raises(ValueError):
+        channels_repo.channel_prompt_override_set(
+            server_id=server.id, channel_disc_id=CHANNEL, prompt="x", mode="prepend"
+        )

@@ -1,0 +1,151 @@
+"""Channel whitelist layer: decisions, thread inheritance, role signatures, invalidation."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+
+from caches.layers import channel_whitelist
+from caches.layers.channel_whitelist import (
+    get_cached_whitelist_status,
+    role_signature,
+    whitelist_cache_key,
+)
+from caches.registry import registry
+from tomori.models import CooldownType
+from tomori.repositories import channels as channels_repo
+
+pytestmark = pytest.mark.django_db
+
+TTL = 5 * 60.0
+CHANNEL, OTHER, THREAD = 111, 222, 333
+
+
+@pytest.fixture
+def guarded(make_server, make_persona):
+    """A server that restricts channels, with CHANNEL whitelisted for one persona."""
+    server = make_server(channel_whitelist_enabled=True)
+    persona = make_persona(server, is_main=True)
+    channels_repo.whitelist_channel_add(
+        server_id=server.id,
+        channel_disc_id=CHANNEL,
+        persona_ids=[persona.id],
+        cooldown_type=CooldownType.USER,
+        cooldown_seconds=30,
+    )
+    return server, persona
+
+
+def status(run, server, channel, **kw):
+    return run(get_cached_whitelist_status, server.server_disc_id, channel, **kw)
+
+
+def test_whitelisted_channel_decision(run, guarded):
+    server, persona = guarded
+    decision = status(run, server, CHANNEL, role_ids=[])
+    assert decision.channel_allowed and decision.allowed
+    assert decision.persona_ids == (persona.id,)
+    assert decision.cooldown.cooldown_type == "user" and decision.cooldown.seconds == 30
+    assert not status(run, server, OTHER, role_ids=[]).channel_allowed
+
+
+def test_server_without_whitelist_allows_every_channel(run, make_server):
+    server = make_server()
+    decision = status(run, server, OTHER, role_ids=[])
+    assert decision.allowed and not decision.whitelist_enabled
+
+
+def test_thread_inherits_its_parent(run, guarded):
+    server, _ = guarded
+    decision = status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[])
+    assert decision.channel_allowed and decision.inherited_from_parent
+    assert decision.cooldown is not None
+
+
+def test_thread_and_channel_checks_do_not_collide(run, guarded):
+    server, _ = guarded
+    assert not status(run, server, THREAD, role_ids=[]).channel_allowed
+    assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[]).allowed
+    assert len(channel_whitelist._cache) == 2
+
+
+def test_role_restriction_and_unknown_roles(run, guarded):
+    server, _ = guarded
+    channels_repo.whitelist_role_add(server_id=server.id, role_disc_id=7)
+    assert status(run, server, CHANNEL, role_ids=[7, 8]).allowed is True
+    assert status(run, server, CHANNEL, role_ids=[8]).allowed is False
+    assert status(run, server, CHANNEL, role_ids=[]).role_allowed is False
+    assert status(run, server, CHANNEL).role_allowed is None  # roles unknown
+
+
+def test_no_roles_and_unknown_roles_are_different_keys():
+    assert role_signature(None) != role_signature([])
+    assert whitelist_cache_key(1, 2, None, None) != whitelist_cache_key(1, 2, None, [])
+
+
+def test_role_order_does_not_create_a_second_entry(
+    run, guarded, django_assert_num_queries
+):
+    server, _ = guarded
+    status(run, server, CHANNEL, role_ids=[3, 1, 2])
+    with django_assert_num_queries(0):
+        status(run, server, CHANNEL, role_ids=[2, 3, 1, 1])
+        status(run, server, CHANNEL, role_ids=(1, 2, 3))
+    assert len(channel_whitelist._cache) == 1
+
+
+def test_entry_expires_after_ttl(run, guarded, count_calls, clock):
+    server, _ = guarded
+    loads = count_calls(channels_repo, "load_whitelist_decision")
+    status(run, server, CHANNEL, role_ids=[])
+    clock.advance(TTL - 1)
+    status(run, server, CHANNEL, role_ids=[])
+    clock.advance(2)
+    status(run, server, CHANNEL, role_ids=[])
+    assert loads.calls == 2
+
+
+def test_channel_op_drops_the_channel_and_its_threads_only(run, guarded):
+    server, _ = guarded
+    status(run, server, CHANNEL, role_ids=[])
+    status(run, server, CHANNEL, role_ids=[5])
+    status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[])
+    status(run, server, OTHER, role_ids=[])
+    status(run, server, CHANNEL * 10 + 1, role_ids=[])  # shares CHANNEL's prefix
+    removed = registry.apply(
+        "channel_whitelist", "channel", server.server_disc_id, CHANNEL
+    )
+    assert removed == 3
+    assert len(channel_whitelist._cache) == 2
+
+
+def test_invalidating_a_parent_refreshes_its_threads(run, guarded):
+    server, _ = guarded
+    assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[]).allowed
+    channels_repo.whitelist_channel_remove(server_id=server.id, channel_disc_id=CHANNEL)
+    registry.apply("channel_whitelist", "channel", server.server_disc_id, CHANNEL)
+    decision = status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[])
+    assert not decision.channel_allowed
+
+
+def test_server_op_drops_only_that_server(run, guarded, make_server):
+    server, _ = guarded
+    other = make_server()
+    status(run, server, CHANNEL, role_ids=[])
+    status(run, server, OTHER, role_ids=[])
+    status(run, other, CHANNEL, role_ids=[])
+    assert registry.apply("channel_whitelist", "server", server.server_disc_id) == 2
+    assert len(channel_whitelist._cache) == 1
+
+
+def test_unknown_server_allows(run):
+    decision = run(get_cached_whitelist_status, 999, CHANNEL, role_ids=[])
+    assert decision.allowed and not decision.server_known
+
+
+def test_database_error_propagates_and_caches_nothing(run, guarded, db_down):
+    server, _ = guarded
+    db_down(channels_repo, "load_whitelist_decision")
+    with pytest.raises(OperationalError):
+        status(run, server, CHANNEL, role_ids=[])
+    assert len(channel_whitelist._cache) == 0

@@ -1,0 +1,180 @@
+"""Tomori state layer: personas per server, stale serving and remembered errors."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from django.db import OperationalError
+
+from caches.core import MISSING
+from caches.layers import tomori_state
+from caches.layers.tomori_state import (
+    get_cached_all_personas,
+    get_cached_main_persona,
+    get_cached_tomori_state,
+    tomori_state_database_error,
+)
+from caches.registry import registry
+from tomori.repositories import servers as servers_repo
+
+pytestmark = pytest.mark.django_db
+
+TTL = 10 * 60.0
+
+
+def test_miss_loads_personas_main_first(run, make_configured_server, make_persona):
+    server = make_configured_server()
+    make_persona(server, name="Alter B", position=2)
+    make_persona(server, name="Alter A", position=1)
+    personas = run(get_cached_all_personas, server.server_disc_id)
+    assert [p.name for p in personas] == ["Tomori", "Alter A", "Alter B"]
+    main = run(get_cached_main_persona, server.server_disc_id)
+    assert main is not None and main.is_main and main.name == "Tomori"
+
+
+def test_state_carries_server_ids_and_flags(run, make_configured_server):
+    server = make_configured_server(emoji_usage_enabled=False)
+    state = run(get_cached_tomori_state, server.server_disc_id)
+    assert state.server_id == server.id
+    assert state.server_disc_id == server.server_disc_id
+    assert state.configured is True and state.llm_id is not None
+    assert state.emoji_usage_enabled is False and state.sticker_usage_enabled is True
+    assert state.tool_use_enabled is True and state.channel_whitelist_enabled is False
+
+
+def test_warm_read_runs_no_query(
+    run, make_configured_server, django_assert_num_queries
+):
+    server = make_configured_server()
+    run(get_cached_tomori_state, server.server_disc_id)
+    with django_assert_num_queries(0):
+        state = run(get_cached_tomori_state, server.server_disc_id)
+        assert run(get_cached_main_persona, server.server_disc_id) is state.main_persona
+
+
+def test_cached_state_is_immutable(run, make_configured_server):
+    state = run(get_cached_tomori_state, make_configured_server().server_disc_id)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.main_persona.name = "changed"  # type: ignore[misc]
+    assert isinstance(state.personas, tuple)
+
+
+def test_unknown_server_is_not_cached(run, count_calls):
+    calls = count_calls(servers_repo, "load_tomori_state_rows")
+    assert run(get_cached_tomori_state, 1) is None
+    assert run(get_cached_all_personas, 1) == ()
+    assert calls.calls == 2
+    assert len(registry.get("tomori_state")) == 0
+
+
+def test_server_without_personas_is_not_cached(run, make_server):
+    server = make_server()
+    state = run(get_cached_tomori_state, server.server_disc_id)
+    assert state is not None and state.personas == () and state.main_persona is None
+    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+
+
+def test_server_without_main_persona_is_not_cached(run, make_server, make_persona):
+    server = make_server()
+    make_persona(server, name="Only an alter")
+    assert run(get_cached_main_persona, server.server_disc_id) is None
+    assert len(run(get_cached_all_personas, server.server_disc_id)) == 1
+    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+
+
+def test_tool_use_disabled_personas_report_no_tool_support(run, make_configured_server):
+    server = make_configured_server(tool_use_enabled=False)
+    personas = run(get_cached_all_personas, server.server_disc_id)
+    assert personas and all(p.tools_enabled is False for p in personas)
+
+
+def test_entry_expires_after_ttl(run, make_configured_server, count_calls, clock):
+    server = make_configured_server()
+    calls = count_calls(servers_repo, "load_tomori_state_rows")
+    run(get_cached_tomori_state, server.server_disc_id)
+    clock.advance(TTL - 1)
+    run(get_cached_tomori_state, server.server_disc_id)
+    assert calls.calls == 1
+    clock.advance(2)
+    run(get_cached_tomori_state, server.server_disc_id)
+    assert calls.calls == 2
+
+
+def test_key_op_drops_the_entry(run, make_configured_server, make_persona):
+    server = make_configured_server()
+    run(get_cached_tomori_state, server.server_disc_id)
+    make_persona(server, name="New alter")
+    assert registry.apply("tomori_state", "key", server.server_disc_id) == 1
+    names = [p.name for p in run(get_cached_all_personas, server.server_disc_id)]
+    assert "New alter" in names
+
+
+def test_all_op_clears_every_server(run, make_configured_server):
+    for _ in range(3):
+        run(get_cached_tomori_state, make_configured_server().server_disc_id)
+    assert registry.apply("tomori_state", "all") == 3
+
+
+def test_database_error_without_entry_answers_empty_and_is_remembered(run, db_down):
+    db_down(servers_repo, "load_tomori_state_rows")
+    assert run(get_cached_tomori_state, 55) is None
+    assert run(get_cached_all_personas, 55) == ()
+    assert len(registry.get("tomori_state")) == 0
+    error = tomori_state_database_error(55)
+    assert error is not None and "OperationalError" in error
+    assert tomori_state_database_error(56) is None  # another server: not configured
+
+
+def test_database_error_serves_the_stale_entry(
+    run, make_configured_server, db_down, clock
+):
+    server = make_configured_server()
+    before = run(get_cached_tomori_state, server.server_disc_id)
+    clock.advance(TTL + 1)
+    db_down(servers_repo, "load_tomori_state_rows")
+    assert run(get_cached_tomori_state, server.server_disc_id) is before
+    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+    assert tomori_state_database_error(server.server_disc_id) is not None
+
+
+def test_invalidated_entry_is_not_served_stale(run, make_configured_server, db_down):
+    server = make_configured_server()
+    run(get_cached_tomori_state, server.server_disc_id)
+    registry.apply("tomori_state", "key", server.server_disc_id)
+    db_down(servers_repo, "load_tomori_state_rows")
+    assert run(get_cached_tomori_state, server.server_disc_id) is None
+
+
+def test_remembered_error_fades_and_clears_on_success(
+    run, make_configured_server, monkeypatch, clock
+):
+    server = make_configured_server()
+    real = servers_repo.load_tomori_state_rows
+
+    def down(*_a, **_k):
+        raise OperationalError("down")
+
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", down)
+    run(get_cached_tomori_state, server.server_disc_id)
+    clock.advance(tomori_state.ERROR_MEMORY_SECONDS + 1)
+    assert tomori_state_database_error(server.server_disc_id) is None
+    run(get_cached_tomori_state, server.server_disc_id)
+    assert tomori_state_database_error(server.server_disc_id) is not None
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", real)
+    assert run(get_cached_tomori_state, server.server_disc_id) is not None
+    assert tomori_state_database_error(server.server_disc_id) is None
+
+
+def test_concurrent_misses_share_one_load(run, make_configured_server, count_calls):
+    server = make_configured_server()
+    calls = count_calls(servers_repo, "load_tomori_state_rows")
+
+    async def burst() -> list[object]:
+        reads = [get_cached_tomori_state(server.server_disc_id) for _ in range(20)]
+        return await asyncio.gather(*reads)
+
+    states = run(burst)
+    assert calls.calls == 1
+    assert all(state is states[0] for state in states)

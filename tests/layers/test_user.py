@@ -1,0 +1,129 @@
+"""User layer: rows, negative entries, privacy, the blacklist sub-cache, failing closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from caches.core import MISSING
+from caches.layers import user as user_layer
+from caches.layers.user import (
+    get_cached_blacklist_status,
+    get_cached_privacy_level,
+    get_cached_user_row,
+    invalidate_user_cache,
+)
+from caches.registry import registry
+from tomori.models import PrivacyLevel
+from tomori.repositories import users as users_repo
+
+pytestmark = pytest.mark.django_db
+
+TTL = 30 * 60.0
+
+
+def test_miss_loads_the_row_and_hit_runs_no_query(
+    run, make_user, django_assert_num_queries
+):
+    row = make_user(username="ana", privacy_level=PrivacyLevel.PRIVATE)
+    assert run(get_cached_user_row, row.user_disc_id) == row
+    with django_assert_num_queries(0):
+        assert run(get_cached_user_row, row.user_disc_id) == row
+        assert run(get_cached_privacy_level, row.user_disc_id) == PrivacyLevel.PRIVATE
+
+
+def test_unknown_user_is_a_negative_entry(run, django_assert_num_queries):
+    assert run(get_cached_user_row, 77) is None
+    assert user_layer._cache.get(77) is None  # cached, not MISSING
+    with django_assert_num_queries(0):
+        assert run(get_cached_user_row, 77) is None
+        assert run(get_cached_privacy_level, 77) == PrivacyLevel.STANDARD
+
+
+def test_row_expires_after_ttl(run, make_user, count_calls, clock):
+    row = make_user()
+    calls = count_calls(users_repo, "get_user_by_disc_id")
+    run(get_cached_user_row, row.user_disc_id)
+    clock.advance(TTL - 1)
+    run(get_cached_user_row, row.user_disc_id)
+    clock.advance(2)
+    run(get_cached_user_row, row.user_disc_id)
+    assert calls.calls == 2
+
+
+def test_blacklist_answers_are_cached_per_server(
+    run, make_user, make_server, django_assert_num_queries
+):
+    row = make_user()
+    banned_in, free_in = make_server(), make_server()
+    users_repo.user_blacklist_add(server_id=banned_in.id, user_id=row.id)
+    assert run(get_cached_blacklist_status, banned_in.server_disc_id, row.user_disc_id)
+    assert not run(
+        get_cached_blacklist_status, free_in.server_disc_id, row.user_disc_id
+    )
+    with django_assert_num_queries(0):
+        assert run(
+            get_cached_blacklist_status, banned_in.server_disc_id, row.user_disc_id
+        )
+
+
+def test_refreshing_the_row_keeps_blacklist_answers(
+    run, make_user, make_server, count_calls
+):
+    row, server = make_user(), make_server()
+    run(get_cached_user_row, row.user_disc_id)
+    run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
+    calls = count_calls(users_repo, "is_user_blacklisted")
+    assert registry.apply("user", "key", row.user_disc_id) == 1
+    run(get_cached_user_row, row.user_disc_id)
+    run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
+    assert calls.calls == 0
+
+
+def test_blacklist_op_touches_one_sub_entry(run, make_user, make_server):
+    row, a, b = make_user(), make_server(), make_server()
+    run(get_cached_user_row, row.user_disc_id)
+    run(get_cached_blacklist_status, a.server_disc_id, row.user_disc_id)
+    run(get_cached_blacklist_status, b.server_disc_id, row.user_disc_id)
+    users_repo.user_blacklist_add(server_id=a.id, user_id=row.id)
+    assert registry.apply("user", "blacklist", a.server_disc_id, row.user_disc_id) == 1
+    assert len(registry.get("user")) == 2  # the row and server b's answer stay
+    assert run(get_cached_blacklist_status, a.server_disc_id, row.user_disc_id)
+
+
+def test_blacklist_server_op_drops_that_server_for_every_user(
+    run, make_user, make_server
+):
+    users = [make_user() for _ in range(3)]
+    a, b = make_server(), make_server()
+    for u in users:
+        run(get_cached_blacklist_status, a.server_disc_id, u.user_disc_id)
+        run(get_cached_blacklist_status, b.server_disc_id, u.user_disc_id)
+    assert registry.apply("user", "blacklist_server", a.server_disc_id) == 3
+    cache = user_layer._cache
+    assert all(cache.get((u.user_disc_id, a.server_disc_id)) is MISSING for u in users)
+    assert all(cache.get((u.user_disc_id, b.server_disc_id)) is False for u in users)
+
+
+def test_invalidate_user_cache_can_include_blacklist(run, make_user, make_server):
+    row, server = make_user(), make_server()
+    run(get_cached_user_row, row.user_disc_id)
+    run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
+    assert invalidate_user_cache(row.user_disc_id, include_blacklist=True) == 2
+
+
+def test_database_error_fails_closed_and_caches_nothing(run, make_user, db_down):
+    row = make_user(privacy_level=PrivacyLevel.OPEN)
+    db_down(users_repo, "get_user_by_disc_id")
+    db_down(users_repo, "is_user_blacklisted")
+    assert run(get_cached_privacy_level, row.user_disc_id) == PrivacyLevel.RESTRICTED
+    assert run(get_cached_blacklist_status, 1, row.user_disc_id) is True
+    assert len(registry.get("user")) == 0
+
+
+def test_row_read_raises_on_database_error(run, db_down):
+    from django.db import OperationalError
+
+    db_down(users_repo, "get_user_by_disc_id")
+    with pytest.raises(OperationalError):
+        run(get_cached_user_row, 5)
+    assert len(registry.get("user")) == 0

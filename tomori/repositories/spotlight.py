@@ -1,0 +1,85 @@
+"""Personal spotlights: the gate query, the status query, and writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+from django.utils import timezone
+
+from tomori.models import PersonalSpotlight
+
+
+@dataclass(frozen=True, slots=True)
+class SpotlightRecord:
+    """A user's active spotlight in a channel: the persona, until when."""
+
+    persona_id: int | None
+    expires_at: datetime | None
+
+    def is_expired(self, now: datetime) -> bool:
+        """Tell whether the spotlight has run out at `now`."""
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def _unexpired(now: datetime) -> Q:
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+
+
+def server_has_personal_spotlights(server_id: int) -> bool:
+    """Tell whether the server has any spotlight that has not expired."""
+    return (
+        PersonalSpotlight.objects.filter(server_id=server_id)
+        .filter(_unexpired(timezone.now()))
+        .exists()
+    )
+
+
+def get_personal_spotlight_status(
+    *, server_id: int, user_id: int, channel_disc_id: int
+) -> SpotlightRecord | None:
+    """Delete the server's expired spotlights, then return this triple's, or None."""
+    now = timezone.now()
+    PersonalSpotlight.objects.filter(server_id=server_id, expires_at__lte=now).delete()
+    row = (
+        PersonalSpotlight.objects.filter(
+            server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+        )
+        .values_list("persona_id", "expires_at")
+        .first()
+    )
+    return SpotlightRecord(persona_id=row[0], expires_at=row[1]) if row else None
+
+
+def personal_spotlight_set(
+    *,
+    server_id: int,
+    user_id: int,
+    channel_disc_id: int,
+    persona_id: int | None,
+    expires_at: datetime | None = None,
+) -> SpotlightRecord:
+    """Create or replace a user's spotlight in a channel."""
+    row = PersonalSpotlight.objects.filter(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    ).first() or PersonalSpotlight(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    )
+    row.persona_id = persona_id
+    row.expires_at = expires_at
+    row.save()
+    return SpotlightRecord(persona_id=persona_id, expires_at=expires_at)
+
+
+def personal_spotlight_remove(
+    *, server_id: int, user_id: int, channel_disc_id: int
+) -> bool:
+    """Remove a user's spotlight in a channel; return whether there was one."""
+    row = PersonalSpotlight.objects.filter(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    ).first()
+    if row is None:
+        return False
+    row.delete()
+    return True
