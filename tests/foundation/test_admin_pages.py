@@ -11,7 +11,9 @@ from tomori import models as m
 pytestmark = pytest.mark.django_db
 
 DOMAIN_MODELS = [
-    model for model in admin.site._registry if model._meta.app_label in {"tomori", "metrics"}
+    model
+    for model in admin.site._registry
+    if model._meta.app_label in {"tomori", "metrics"}
 ]
 
 
@@ -19,9 +21,15 @@ DOMAIN_MODELS = [
 def seeded() -> None:
     server = m.Server.objects.create(server_disc_id=1001, name="alpha")
     persona = m.Persona.objects.create(server=server, name="Tomori", is_main=True)
-    m.PersonaSprite.objects.create(persona=persona, name="smile", image_url="https://x.test/s.png")
+    m.PersonaSprite.objects.create(
+        persona=persona, name="smile", image_url="https://x.test/s.png"
+    )
     m.ManagedWebhook.objects.create(
-        server=server, channel_disc_id=5, webhook_disc_id=50, token_ciphertext="secret-cipher", key_version=1
+        server=server,
+        channel_disc_id=5,
+        webhook_disc_id=50,
+        token_ciphertext="secret-cipher",
+        key_version=1,
     )
 
 
@@ -33,7 +41,9 @@ def test_every_domain_model_is_registered() -> None:
         for model in apps.get_app_config("tomori").get_models()
         if not model._meta.auto_created
     ]
-    unregistered = [model.__name__ for model in concrete if model not in admin.site._registry]
+    unregistered = [
+        model.__name__ for model in concrete if model not in admin.site._registry
+    ]
     assert unregistered == []
 
 
@@ -47,5 +57,7 @@ def test_changelist_and_add_pages_render(admin_client, seeded, model) -> None:  
     assert admin_client.get(add).status_code in (200, 403)
     first = model.objects.first()
     if first is not None:
-        change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[first.pk])
+        change = reverse(
+            f"admin:{opts.app_label}_{opts.model_name}_change", args=[first.pk]
+        )
         assert admin_client.get(change).status_code == 200

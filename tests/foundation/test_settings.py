@@ -58,7 +58,11 @@ def test_booleans_accept_false_words(word: str) -> None:
         ({"USER_CACHE_TTL_MINUTES": "0"}, "USER_CACHE_TTL_MINUTES", ">= 1"),
         ({"MEMORY_WARNING_THRESHOLD": "1.5"}, "MEMORY_WARNING_THRESHOLD", "0.01 to 1"),
         ({"MEMORY_CRITICAL_THRESHOLD": "nan"}, "MEMORY_CRITICAL_THRESHOLD", "number"),
-        ({"EMERGENCY_CACHE_CLEAR_ENABLED": "maybe"}, "EMERGENCY_CACHE_CLEAR_ENABLED", "true"),
+        (
+            {"EMERGENCY_CACHE_CLEAR_ENABLED": "maybe"},
+            "EMERGENCY_CACHE_CLEAR_ENABLED",
+            "true",
+        ),
         ({"SHARP_CONCURRENCY": "0"}, "SHARP_CONCURRENCY", "1 to 256"),
         (
             {"MEMORY_WARNING_THRESHOLD": "0.9", "MEMORY_CRITICAL_THRESHOLD": "0.8"},
@@ -87,7 +91,9 @@ def test_invalid_value_is_reported_with_its_variable(
 
 def _run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    full_env.update({"SECRET_KEY": "x", "CRYPTO_SECRET_V1": "k", "CRYPTO_SECRET_CURRENT": "1"})
+    full_env.update(
+        {"SECRET_KEY": "x", "CRYPTO_SECRET_V1": "k", "CRYPTO_SECRET_CURRENT": "1"}
+    )
     full_env.update(env)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -129,3 +135,34 @@ def test_readme_lists_every_setting() -> None:
     missing = [k.name for k in KNOBS if f"`{k.name}`" not in readme]
     assert missing == []
 
+
+def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    full_env.update(
+        {"SECRET_KEY": "x", "CRYPTO_SECRET_V1": "k", "CRYPTO_SECRET_CURRENT": "1"}
+    )
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_wsgi_refuses_to_load_with_an_invalid_setting() -> None:
+    result = _run_python("import tomori.wsgi", USER_CACHE_TTL_MINUTES="-5")
+    assert result.returncode != 0
+    assert "USER_CACHE_TTL_MINUTES='-5'" in result.stderr
+
+
+def test_celery_worker_refuses_to_start_with_an_invalid_setting() -> None:
+    code = (
+        "from tomori.celery import app\n"
+        "app.worker_main(['worker', '--pool', 'solo', '-l', 'error'])\n"
+    )
+    result = _run_python(code, USER_CACHE_TTL_MINUTES="abc", REDIS_URL="")
+    assert result.returncode != 0
+    assert "USER_CACHE_TTL_MINUTES='abc'" in result.stdout + result.stderr

@@ -70,17 +70,45 @@ class PersonaInline(admin.TabularInline):
     show_change_link = True
 
 
+class ModelConfigForm(forms.ModelForm):
+    """Server model config form that never shows or blanks the stored API key.
+
+    The key is write-only: leaving the field empty keeps the stored key, and
+    removing it takes the explicit "remove" box, so saving a server for any
+    other reason cannot unconfigure it.
+    """
+
+    new_api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored key.",
+    )
+    remove_api_key = forms.BooleanField(
+        label="Remove the stored API key", required=False
+    )
+
+    class Meta:
+        model = m.ServerModelConfig
+        fields = ("llm", "temperature")
+
+    def save(self, commit: bool = True) -> m.ServerModelConfig:
+        config = super().save(commit=False)
+        if self.cleaned_data.get("remove_api_key"):
+            config.api_key = None
+        elif self.cleaned_data.get("new_api_key"):
+            config.api_key = self.cleaned_data["new_api_key"]
+        if commit:
+            config.save()
+        return config
+
+
 class ModelConfigInline(admin.StackedInline):
     model = m.ServerModelConfig
+    form = ModelConfigForm
     extra = 0
-    fields = ("llm", "api_key", "temperature")
-    formfield_overrides: dict[Any, Any] = {}
-
-    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
-        if db_field.name == "api_key":
-            kwargs["widget"] = forms.PasswordInput(render_value=False)
-            kwargs["required"] = False
-        return super().formfield_for_dbfield(db_field, request, **kwargs)
+    fields = ("llm", "new_api_key", "remove_api_key", "temperature")
 
 
 @admin.register(m.Server)
@@ -110,7 +138,8 @@ class ServerModelConfigAdmin(DomainAdmin):
     list_display = ("server", "llm", "has_api_key", "temperature", "updated_at")
     list_select_related = ("server", "llm")
     search_fields = ("server__name", "=server__server_disc_id")
-    exclude = ("api_key",)
+    form = ModelConfigForm
+    fields = ("server", "llm", "new_api_key", "remove_api_key", "temperature")
 
     @admin.display(boolean=True, description="API key")
     def has_api_key(self, obj: m.ServerModelConfig) -> bool:

@@ -92,7 +92,12 @@ class ServerModelConfig(CacheFeedingModel):
             models.CheckConstraint(
                 condition=Q(temperature__gte=0) & Q(temperature__lte=2),
                 name="smc_temperature_range",
-            )
+            ),
+            # "configured" means a key is set: an empty string would count as one.
+            models.CheckConstraint(
+                condition=Q(api_key__isnull=True) | ~Q(api_key=""),
+                name="smc_api_key_not_blank",
+            ),
         ]
 
     def __str__(self) -> str:
