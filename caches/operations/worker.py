@@ -17,7 +17,7 @@ from caches.operations.commands import (
     INVALIDATE_KEY,
     REFRESH_CATALOGS,
 )
-from caches.registry import CacheRegistry, registry
+from caches.registry import CacheRegistry, EmergencyPolicy, registry
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,14 @@ Outcome = tuple[int, dict[str, Any]]
 
 def _clear_cache(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     name = _cache_name(command, ctx)
+    policy = ctx.registry.entry(name).policy
+    if policy != EmergencyPolicy.CLEAR:
+        # Short-term memory is conversation state and catalogs are provider
+        # metadata: neither is a cache an operator should wipe with one click.
+        raise CommandFailed(
+            f"{name} has policy {policy}: it is not cleared by hand "
+            "(use the emergency clear with short-term memory, or reload catalogs)"
+        )
     removed = ctx.registry.clear(name)
     return removed, {"cache": name, "removed": removed}
 

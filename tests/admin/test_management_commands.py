@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 from django.utils import timezone
 
+from caches.registry import EmergencyPolicy, registry
 from metrics.models import MetricSample
 from tests.admin.conftest import TEST_CACHE
 
@@ -55,6 +56,15 @@ def test_invalidate_cache_clears_a_cache_on_the_worker(worker, test_cache) -> No
     output = run("invalidate_cache", TEST_CACHE)
     assert "worker w1 (shards 0, 1): removed 5 entries" in output
     assert len(test_cache) == 0
+
+
+def test_clearing_a_preserved_or_expired_only_cache_by_hand_is_refused(
+    worker, test_cache
+) -> None:  # type: ignore[no-untyped-def]
+    registry.register(TEST_CACHE, test_cache, policy=EmergencyPolicy.EXPIRED_ONLY)
+    with pytest.raises(CommandError, match="not cleared by hand"):
+        run("invalidate_cache", TEST_CACHE)
+    assert len(test_cache) == 5
 
 
 def test_invalidate_cache_key_drops_one_key(worker, test_cache) -> None:  # type: ignore[no-untyped-def]

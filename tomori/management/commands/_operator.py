@@ -44,5 +44,8 @@ def send_and_report(
     for line in outcome.lines():
         command.stdout.write(f"  {line}")
     if not outcome.ok:
-        raise CommandError(f"{describe_command(operator_command)}: failed on a worker")
+        errors = "; ".join(r.error for r in outcome.replies if r.error)
+        raise CommandError(
+            f"{describe_command(operator_command)}: failed on a worker: {errors}"
+        )
     return outcome
