@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -23,7 +23,11 @@ from caches.catalogs.endpoints import CATALOG_NAMES
 from caches.catalogs.refresher import OnRefreshed
 from caches.invalidation import Event, record
 from caches.registry import EmergencyPolicy, registry
-from tomori.repositories.catalogs import load_catalog_snapshots, save_catalog_snapshot
+from tomori.repositories.catalogs import (
+    catalog_snapshot_times,
+    load_catalog_snapshots,
+    save_catalog_snapshot,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +59,10 @@ def _setting(name: str) -> Any:
     return getattr(settings, name)
 
 
-def load_stored_snapshots_sync(
-    catalogs: CatalogSet, names: list[str] | None = None
-) -> dict[str, bool]:
-    """Swap in the stored snapshots (newer than what serves); return which were taken."""
-    stored = load_catalog_snapshots(names)
-    return {
-        name: catalogs[name].load_snapshot(models, fetched_at.timestamp())
-        for name, (models, fetched_at) in stored.items()
-    }
-
-
 async def load_stored_snapshots(
     catalogs: CatalogSet, names: list[str] | None = None
 ) -> dict[str, bool]:
-    """Async twin of `load_stored_snapshots_sync`; a database error loads nothing."""
+    """Swap in the stored snapshots newer than what serves; a database error loads nothing."""
     try:
         stored = await sync_to_async(load_catalog_snapshots)(names)
     except Exception as exc:  # noqa: BLE001 (a worker must start even with the DB down)
@@ -87,9 +80,7 @@ def register_catalogs(catalogs: CatalogSet, *, loop: asyncio.AbstractEventLoop) 
         name = catalog.name
 
         def reload(*_: Any, _name: str = name) -> int:
-            loop.call_soon_threadsafe(
-                lambda: loop.create_task(load_stored_snapshots(catalogs, [_name]))
-            )
+            loop.call_soon_threadsafe(_start_reload, catalogs, _name, loop)
             return 0
 
         registry.register(
@@ -101,6 +92,18 @@ def register_catalogs(catalogs: CatalogSet, *, loop: asyncio.AbstractEventLoop) 
             key_help="a model codename, e.g. openai/gpt-4o",
             ops={RELOAD_OP: reload},
         )
+
+
+_reloads: set[asyncio.Task[dict[str, bool]]] = set()
+
+
+def _start_reload(
+    catalogs: CatalogSet, name: str, loop: asyncio.AbstractEventLoop
+) -> None:
+    # Keep a reference until done: the loop holds tasks only weakly.
+    task = loop.create_task(load_stored_snapshots(catalogs, [name]))
+    _reloads.add(task)
+    task.add_done_callback(_reloads.discard)
 
 
 async def store_snapshot(name: str, models: list[Any]) -> None:
@@ -118,11 +121,13 @@ def refresh_and_store(
 ) -> dict[str, str]:
     """Fetch the stale (or, forced, all) catalogs; store and announce each success.
 
-    Returns {catalog: "refreshed" | "fresh" | "failed"}. A failed fetch stores
-    and announces nothing, so workers keep serving what they have.
+    Staleness is the stored snapshot's age against OPENROUTER_CATALOG_TTL_MS
+    (read without loading the payloads). Returns {catalog: "refreshed" |
+    "fresh" | "failed"}. A failed fetch stores and announces nothing, so
+    workers keep serving what they have.
     """
     catalogs = catalogs or build_catalog_set()
-    load_stored_snapshots_sync(catalogs)
+    due = _due_catalogs(force=force)
     fetched: dict[str, list[Any]] = {}
 
     async def on_refreshed(name: str, models: list[Any]) -> None:
@@ -130,7 +135,7 @@ def refresh_and_store(
 
     for catalog in catalogs:
         catalog.on_refreshed = on_refreshed
-    outcome = asyncio.run(_refresh(catalogs, force=force))
+    outcome = asyncio.run(_refresh(catalogs, due))
     for name, models in fetched.items():
         with transaction.atomic():
             save_catalog_snapshot(name, models, fetched_at=datetime.now(UTC))
@@ -138,15 +143,27 @@ def refresh_and_store(
     return outcome
 
 
-async def _refresh(catalogs: CatalogSet, *, force: bool) -> dict[str, str]:
+def _due_catalogs(*, force: bool) -> set[str]:
+    if force:
+        return set(CATALOG_NAMES)
+    ttl = timedelta(milliseconds=_setting("OPENROUTER_CATALOG_TTL_MS"))
+    stored = catalog_snapshot_times()
+    now = datetime.now(UTC)
+    return {
+        name
+        for name in CATALOG_NAMES
+        if name not in stored or now - stored[name] >= ttl
+    }
+
+
+async def _refresh(catalogs: CatalogSet, due: set[str]) -> dict[str, str]:
     outcome: dict[str, str] = {}
     try:
         for name in CATALOG_NAMES:
-            catalog = catalogs[name]
-            if not force and not catalog.is_stale():
+            if name not in due:
                 outcome[name] = "fresh"
                 continue
-            ok = await catalog.refresh(force=True)
+            ok = await catalogs[name].refresh(force=True)
             outcome[name] = "refreshed" if ok else "failed"
     finally:
         await catalogs.aclose()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 import time
 import uuid
 from collections.abc import Mapping
@@ -12,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from caches.layers import load_all
 from caches.live import live_snapshots
 from caches.registry import RegisteredCache, registry
 
@@ -40,24 +39,13 @@ class BadKeyError(OperationError):
 
 @cache
 def ensure_layers_loaded() -> list[str]:
-    """Import every cache layer so this process's registry knows each one's key shape.
+    """Import every cache layer once, so this process knows each one's key shape.
 
     The admin process holds no cache entries, but it validates keys with the
-    layers' `parse_key` and reads their emergency policies.
+    layers' `parse_key` and reads their emergency policies; one broken layer
+    must not take the dashboard down.
     """
-    import caches.layers as package
-
-    loaded = []
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"{package.__name__}.{module.name}")
-        except Exception:  # one broken layer must not take the dashboard down
-            logger.exception("could not import cache layer %s", module.name)
-            continue
-        loaded.append(module.name)
-    return loaded
+    return load_all(strict=False)
 
 
 def registered_entry(name: str) -> RegisteredCache:
