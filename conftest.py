@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from caches.core import FakeClock  # Django-free: safe before settings load
+
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -41,6 +43,12 @@ def postgres() -> None:
 
     if connection.vendor != "postgresql":
         require_service("PostgreSQL", f"DATABASE_URL points at {connection.vendor}")
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """Return a manual monotonic clock starting at t=1000 s."""
+    return FakeClock(start=1000.0)
 
 
 @pytest.fixture(autouse=True)

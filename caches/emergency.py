@@ -158,10 +158,6 @@ def trim_native_heap() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
-def _setting(value: bool | None, name: str) -> bool:
-    return bool(getattr(settings, name)) if value is None else value
-
-
 def clear_emergency_caches(
     *,
     client: Any = None,
@@ -178,12 +174,12 @@ def clear_emergency_caches(
     """
     if not settings.EMERGENCY_CACHE_CLEAR_ENABLED:
         return _skipped(source)
-    include_stm = _setting(
-        include_short_term_memory, "EMERGENCY_CACHE_CLEAR_INCLUDE_STM"
-    )
-    discord = client is not None and _setting(
-        clear_discord_volatile, "EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE"
-    )
+    if include_short_term_memory is None:
+        include_short_term_memory = settings.EMERGENCY_CACHE_CLEAR_INCLUDE_STM
+    if clear_discord_volatile is None:
+        clear_discord_volatile = settings.EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE
+    include_stm = bool(include_short_term_memory)
+    discord = client is not None and bool(clear_discord_volatile)
     started = time.perf_counter()
     before = read_process_memory()
     run = _Run()

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from caches.media import MIB
 from metrics.sampling import read_rss_bytes
 
 logger = logging.getLogger(__name__)
-
-MIB = 1024 * 1024
 
 
 class MemoryState(StrEnum):
@@ -110,6 +109,7 @@ class MemoryGuard:
         elif new_state is not self._state:
             self._log_transition(new_state)
             self._state = new_state
+            _notify_state_listeners(new_state)
         return self._state
 
     def status(self) -> dict:
@@ -164,6 +164,7 @@ class MemoryGuard:
 
     def _enter_emergency(self, now: float) -> None:
         # Handlers run before the collection so the dropped references are freed.
+        entered = self._state is not MemoryState.CRITICAL
         self._state = MemoryState.CRITICAL
         self._cooldown_until = now + self.cooldown_seconds
         self.emergencies += 1
@@ -180,6 +181,8 @@ class MemoryGuard:
             self._collect()
         except Exception:
             logger.exception("memory guard: forced collection failed")
+        if entered:
+            _notify_state_listeners(MemoryState.CRITICAL)
 
     def _emit_metric(self) -> None:
         if self._on_metric is None:
@@ -222,12 +225,37 @@ async def run_memory_monitor(
 
 
 _current_guard: MemoryGuard | None = None
+# Called with the new state whenever any guard changes state or the current
+# guard is swapped; they re-read ``current_state()`` (e.g. the image-work gate
+# in caches.media, to wake work held back while critical).
+_state_listeners: list[Callable[[MemoryState], object]] = []
+
+
+def add_state_listener(listener: Callable[[MemoryState], object]) -> None:
+    """Call ``listener(state)`` on the loop thread at every guard state change."""
+    if listener not in _state_listeners:
+        _state_listeners.append(listener)
+
+
+def remove_state_listener(listener: Callable[[MemoryState], object]) -> None:
+    """Stop calling ``listener``; unknown listeners are ignored."""
+    if listener in _state_listeners:
+        _state_listeners.remove(listener)
+
+
+def _notify_state_listeners(state: MemoryState) -> None:
+    for listener in list(_state_listeners):
+        try:
+            listener(state)
+        except Exception:  # a listener must never break the guard's check
+            logger.exception("memory guard: state listener failed")
 
 
 def set_current_guard(guard: MemoryGuard | None) -> None:
     """Make ``guard`` the process's guard (None clears it)."""
     global _current_guard
     _current_guard = guard
+    _notify_state_listeners(current_state())
 
 
 def get_current_guard() -> MemoryGuard | None:

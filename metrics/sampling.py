@@ -10,11 +10,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from caches.media import libvips_memory
+from caches.media import MIB, libvips_memory
 
 logger = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # cgroup v1 reports "no limit" as PAGE_COUNTER_MAX pages (~2**63); anything this
 # large is no real limit.

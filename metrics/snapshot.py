@@ -8,11 +8,10 @@ from typing import Any
 
 from django.conf import settings
 
+from caches.media import MIB
 from metrics.sampling import detect_memory_limit_bytes, read_process_memory
 
 logger = logging.getLogger(__name__)
-
-MIB = 1024 * 1024
 
 
 def build_cache_sizes_snapshot(

@@ -43,6 +43,27 @@ from caches.catalogs.entries import (
 TOOL_CALLING_IN_DESCRIPTION = re.compile(
     r"native[\s-]+function[\s-]+calling|tool[\s-]+calling", re.IGNORECASE
 )
+# A mention only counts when not negated ("does not support tool calling",
+# "no native function calling", "tool calling is not supported"). Negations
+# are looked for within a few words of the phrase, in the same clause.
+NEGATION_WINDOW_WORDS = 4
+_NEGATION_BEFORE = re.compile(
+    r"\b(?:no|not|without|never|cannot|lacks?|lacking)\b|n['’]t\b", re.IGNORECASE
+)
+_NEGATION_AFTER = re.compile(
+    r"^\W*(?:\w+\W+){0,3}?(?:(?:not|\w*n['’]t)\W+(?:yet\W+)?(?:supported|available)"
+    r"|unsupported|unavailable)\b",
+    re.IGNORECASE,
+)
+# "but", sentence ends, colons and dashes end the clause a negation before the
+# mention may sit in ("No streaming, but tool calling works" is positive);
+# after it, only sentence ends and "but" do ("Tool calling: unsupported").
+_CLAUSE_BREAK = re.compile(
+    r"[.;:!?()—–]|\s-\s|\b(?:but|however|although|though|yet)\b", re.IGNORECASE
+)
+_SENTENCE_BREAK = re.compile(
+    r"[.;!?()]|\b(?:but|however|although|though)\b", re.IGNORECASE
+)
 TOKENS_PER_MILLION = 1_000_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*s?\s*$", re.IGNORECASE)
 
@@ -100,7 +121,19 @@ def supports_tools(params: frozenset[str], description: str) -> bool:
     """Return whether a model can call tools: `tools` listed, else the description says so."""
     if "tools" in params:
         return True
-    return TOOL_CALLING_IN_DESCRIPTION.search(description) is not None
+    return any(
+        not _negated(description[: match.start()], description[match.end() :])
+        for match in TOOL_CALLING_IN_DESCRIPTION.finditer(description)
+    )
+
+
+def _negated(before: str, after: str) -> bool:
+    """Tell whether the clause around a tool-calling mention negates it."""
+    lead = _CLAUSE_BREAK.split(before)[-1].split()[-NEGATION_WINDOW_WORDS:]
+    if _NEGATION_BEFORE.search(" ".join(lead)):
+        return True
+    tail = _SENTENCE_BREAK.split(after)[0]
+    return _NEGATION_AFTER.search(tail) is not None
 
 
 def parse_token_limits(item: Mapping[str, Any]) -> TokenLimits:

@@ -10,7 +10,9 @@ waiters await it through `asyncio.shield`, so a cancelled waiter cancels only
 itself. A load whose key is invalidated (or matched by invalidate_where or
 invalidate_prefix, or the cache cleared) while it runs is detached: its
 waiters still get its result, but it is not stored, and later callers start
-a fresh load rather than join the stale one.
+a fresh load rather than join the stale one. A `set` of the key while its
+load runs is newer information than that load: it detaches the load the same
+way, so the older result never overwrites the value just set.
 
 Threads. The bot is single-threaded asyncio, and a cache is confined to the
 thread that runs the event loop: it takes no locks (an uncontended lock here
@@ -49,7 +51,7 @@ class _Flight:
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
-        # Set when the key is invalidated (or the cache cleared) mid-load:
+        # Set when the key is set or invalidated (or the cache cleared) mid-load:
         # the result still reaches its waiters but is not stored.
         self.stale = False
 
@@ -113,6 +115,17 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         self.hits += 1
         return value
 
+    # ----------------------------------------------------------- writes
+
+    def set(self, key: K, value: V, ttl: float | None = None) -> None:
+        """Store `value` under `key`, staling any load of `key` still running."""
+        # Hot path: with no load in flight, one truth test and the store's set.
+        if self._inflight:
+            flight = self._inflight.pop(key, None)
+            if flight is not None:
+                flight.stale = True
+        ExpiringStore.set(self, key, value, ttl)
+
     # ----------------------------------------------------------- loading
 
     async def get_or_load(
@@ -122,7 +135,8 @@ class BoundedTTLCache(ExpiringStore[K, V]):
 
         A loader error reaches every waiter and nothing is cached. A
         `DoNotCache(value)` result reaches every waiter and is not stored,
-        and neither is a result whose key was invalidated during the load.
+        and neither is a result whose key was set or invalidated during the
+        load.
         """
         if self._now() < self._front_deadline:
             value = self._data.get(key, MISSING)
@@ -169,7 +183,9 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         if isinstance(result, DoNotCache):
             return result.value  # type: ignore[no-any-return]
         if not flight.stale:
-            self.set(key, result, ttl)
+            # The store's own set: a later load of this key (started on another
+            # loop) is not older than this one, so it must not be staled.
+            ExpiringStore.set(self, key, result, ttl)
         return result
 
     def _detach_flights(self, keys: Iterable[K]) -> int:

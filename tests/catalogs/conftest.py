@@ -1,4 +1,4 @@
-"""Fixtures: a fake OpenRouter on loopback, fake clocks and a CatalogSet factory."""
+"""Fixtures: a fake OpenRouter on loopback, its clocks and a CatalogSet factory."""
 
 from __future__ import annotations
 
@@ -9,23 +9,11 @@ import pytest
 
 from caches.catalogs import CatalogSet
 from caches.catalogs.fake_server import FakeOpenRouter
+from caches.core import FakeClock
 
 MIN_INTERVAL = 60.0
 TTL = 3600.0
 WALL_START = 1_700_000_000.0
-
-
-class FakeClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def text_model(model_id: str, **fields: Any) -> dict[str, Any]:
@@ -53,12 +41,14 @@ def starter_catalogs() -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock(fake_clock: FakeClock) -> FakeClock:
+    """Return the monotonic clock the catalogs read (the suite's fake clock)."""
+    return fake_clock
 
 
 @pytest.fixture
 def wall_clock() -> FakeClock:
+    """Return the wall clock the catalogs stamp fetches with."""
     return FakeClock(WALL_START)
 
 

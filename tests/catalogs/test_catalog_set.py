@@ -10,7 +10,8 @@ import httpx
 from caches.catalogs import CatalogSet, Pricing, TokenLimits
 from caches.catalogs.fake_server import FakeOpenRouter
 from caches.catalogs.samples import sample_catalogs
-from tests.catalogs.conftest import MIN_INTERVAL, TTL, FakeClock, basic_model
+from caches.core import FakeClock
+from tests.catalogs.conftest import MIN_INTERVAL, TTL, basic_model
 
 MakeCatalogs = Callable[..., CatalogSet]
 OTHERS = ("embedding", "image", "video")

@@ -48,6 +48,53 @@ def test_other_descriptions_do_not_grant_tools(description: str) -> None:
     assert not parse(description=description).supports_tools
 
 
+@pytest.mark.parametrize(
+    "description",
+    [
+        "This model does not support tool calling.",
+        "Doesn't support tool calling.",
+        "Doesn’t support native function calling.",
+        "No tool calling.",
+        "A chat model without tool calling or vision.",
+        "Not tuned for tool-calling.",
+        "Does not support streaming, tool calling or JSON mode.",
+        "Lacks native function calling.",
+        "Tool calling is not supported.",
+        "Tool calling isn't supported yet.",
+        "Tool calling and vision are not available.",
+        "Tool calling: unsupported.",
+    ],
+)
+def test_negated_tool_calling_does_not_grant_tools(description: str) -> None:
+    assert not parse(description=description, supported_parameters=[]).supports_tools
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "No streaming, but tool calling works.",
+        "Not just chat: it does tool calling too.",
+        "Not a toy. Tool calling, vision and JSON mode.",
+        "Does not support vision. Supports tool calling.",
+        "Tool calling is supported; vision is not supported.",
+        "Tool calling, not just chat.",
+        "Tool calling works without any setup.",
+        "Does not support audio; native function calling is built in.",
+    ],
+)
+def test_tool_calling_beside_an_unrelated_negation_grants_tools(
+    description: str,
+) -> None:
+    assert parse(description=description, supported_parameters=[]).supports_tools
+
+
+def test_listed_tools_win_over_a_negated_description() -> None:
+    entry = parse(
+        description="Does not support tool calling.", supported_parameters=["tools"]
+    )
+    assert entry.supports_tools
+
+
 def test_tool_choice_only_when_listed() -> None:
     assert parse(supported_parameters=["tools", "tool_choice"]).supports_tool_choice
     assert not parse(supported_parameters=["tools"]).supports_tool_choice

@@ -11,7 +11,8 @@ import pytest
 
 from caches.catalogs import CatalogSet
 from caches.catalogs.fake_server import FakeOpenRouter
-from tests.catalogs.conftest import MIN_INTERVAL, TTL, FakeClock, text_model
+from caches.core import FakeClock
+from tests.catalogs.conftest import MIN_INTERVAL, TTL, text_model
 
 MakeCatalogs = Callable[..., CatalogSet]
 NEW_MODEL = "acme/brand-new-model"

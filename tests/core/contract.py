@@ -382,6 +382,32 @@ async def check_invalidate_prefix_during_load(make_cache: MakeCache) -> None:
     await _load_across(make_cache, lambda cache: cache.invalidate_prefix("user:"))
 
 
+async def check_set_during_load_wins(make_cache: MakeCache) -> None:
+    cache = make_cache(maxsize=10, ttl=10, clock=FakeClock())
+    old = GatedLoader(result="old")
+    waiter = asyncio.ensure_future(cache.get_or_load("k", old))
+    await old.started.wait()
+    cache.set("k", "new")  # newer than the load that started before it
+    unused = GatedLoader(result="unused")
+    assert await cache.get_or_load("k", unused) == "new"
+    old.release()
+    assert await waiter == "old"  # its waiters still get the loaded value
+    assert cache.get("k") == "new"  # but the older load did not overwrite
+    assert unused.calls == 0
+
+
+async def check_set_of_other_key_keeps_load(make_cache: MakeCache) -> None:
+    cache = make_cache(maxsize=10, ttl=10, clock=FakeClock())
+    loader = GatedLoader(result="loaded")
+    waiter = asyncio.ensure_future(cache.get_or_load("k", loader))
+    await loader.started.wait()
+    cache.set("other", 1)
+    loader.release()
+    assert await waiter == "loaded"
+    assert cache.get("k") == "loaded"
+    assert cache.get("other") == 1
+
+
 async def check_unrelated_invalidation_keeps_load(make_cache: MakeCache) -> None:
     cache = make_cache(maxsize=10, ttl=10, clock=FakeClock())
     loader = GatedLoader(result="v")
@@ -433,6 +459,8 @@ ASYNC_CONTRACT: list[AsyncCheck] = [
     check_clear_during_load,
     check_invalidate_where_during_load,
     check_invalidate_prefix_during_load,
+    check_set_during_load_wins,
+    check_set_of_other_key_keeps_load,
     check_unrelated_invalidation_keeps_load,
     check_cancelled_waiter_does_not_break_others,
     check_loaded_entry_expires,

@@ -1,4 +1,4 @@
-"""Shared fixtures for memory tests: fixture file roots and a fake clock."""
+"""Shared fixtures for memory tests: fixture file roots and editable host copies."""
 
 from __future__ import annotations
 
@@ -10,27 +10,9 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-class FakeClock:
-    """A monotonic clock moved by hand."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
-
-
-@pytest.fixture
-def fake_clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

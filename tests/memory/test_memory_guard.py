@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from caches import memory_guard
+from caches.media import MIB
 from caches.memory_guard import (
     MemoryGuard,
     MemoryState,
@@ -16,7 +17,6 @@ from caches.memory_guard import (
     set_current_guard,
 )
 
-MIB = 1024 * 1024
 LIMIT = 1000 * MIB
 
 
@@ -309,6 +309,35 @@ def test_current_state_follows_the_installed_guard(
     assert current_state() is MemoryState.CRITICAL
     set_current_guard(None)
     assert current_state() is MemoryState.SAFE
+
+
+def test_state_listeners_hear_each_change_once(
+    guard: MemoryGuard, rss: FakeRss, fake_clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_guard, "_state_listeners", [])
+    heard: list[MemoryState] = []
+
+    def broken(state: MemoryState) -> None:
+        raise RuntimeError("listener bug")
+
+    memory_guard.add_state_listener(broken)  # must not break the guard
+    memory_guard.add_state_listener(heard.append)
+    memory_guard.add_state_listener(heard.append)  # added once only
+    guard.check()  # still safe: no change
+    rss.set_mb(850)
+    guard.check()
+    rss.set_mb(950)
+    guard.check()
+    fake_clock.advance(61)
+    guard.check()  # critical again after the cooldown: no new change
+    fake_clock.advance(61)
+    rss.set_mb(100)
+    guard.check()
+    assert heard == [MemoryState.WARNING, MemoryState.CRITICAL, MemoryState.SAFE]
+    memory_guard.remove_state_listener(heard.append)
+    rss.set_mb(850)
+    guard.check()
+    assert len(heard) == 3
 
 
 async def test_monitor_checks_until_stop_is_set(guard: MemoryGuard) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from caches.media import MIB
 from metrics.sampling import (
     HostMemorySampler,
     detect_memory_limit_bytes,
@@ -15,7 +16,6 @@ from metrics.sampling import (
     read_rss_bytes,
 )
 
-MIB = 1024 * 1024
 FIXTURE_HOST_TOTAL = 2048000 * 1024
 
 

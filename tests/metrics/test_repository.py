@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import psycopg
@@ -12,22 +13,18 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from caches.core import FakeClock
 from metrics.models import MetricSample
 from metrics.repository import MetricSampleRepository
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _old_rows(count: int, days: int = 40) -> None:
     created = timezone.now() - timedelta(days=days)
     MetricSample.objects.bulk_create(
-        [MetricSample(metric_name="cache_sizes", fields={}, created_at=created) for _ in range(count)]
+        [
+            MetricSample(metric_name="cache_sizes", fields={}, created_at=created)
+            for _ in range(count)
+        ]
     )
 
 
@@ -42,27 +39,30 @@ def _kill_django_connection() -> None:
 
 
 @pytest.mark.django_db
-def test_record_sample_stores_the_fields() -> None:
-    repo = MetricSampleRepository(clock=Clock())
+def test_record_sample_stores_the_fields(fake_clock: FakeClock) -> None:
+    repo = MetricSampleRepository(clock=fake_clock)
     assert repo.record_sample("cache_sizes", {"user": 3}) is True
     row = MetricSample.objects.get()
     assert row.metric_name == "cache_sizes" and row.fields == {"user": 3}
 
 
 @pytest.mark.django_db
-@override_settings(METRIC_SAMPLE_PRUNE_INTERVAL_MS=60_000, METRIC_SAMPLE_RETENTION_DAYS=30)
-def test_pruning_rides_the_write_path_at_most_once_per_interval() -> None:
-    clock = Clock()
-    repo = MetricSampleRepository(clock=clock)
+@override_settings(
+    METRIC_SAMPLE_PRUNE_INTERVAL_MS=60_000, METRIC_SAMPLE_RETENTION_DAYS=30
+)
+def test_pruning_rides_the_write_path_at_most_once_per_interval(
+    fake_clock: FakeClock,
+) -> None:
+    repo = MetricSampleRepository(clock=fake_clock)
     _old_rows(3)
     _old_rows(2, days=10)  # inside retention: kept
     repo.record_sample("cache_sizes", {})
     assert MetricSample.objects.count() == 3
     _old_rows(4)
-    clock.now += 59
+    fake_clock.advance(59)
     repo.record_sample("cache_sizes", {})
     assert MetricSample.objects.count() == 3 + 4 + 1
-    clock.now += 2
+    fake_clock.advance(2)
     repo.record_sample("cache_sizes", {})
     assert MetricSample.objects.count() == 2 + 3
     assert repo.pruned == 7
@@ -70,9 +70,9 @@ def test_pruning_rides_the_write_path_at_most_once_per_interval() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_dead_database_connection_never_raises_and_warns_once(
-    postgres: None, caplog: pytest.LogCaptureFixture
+    postgres: None, caplog: pytest.LogCaptureFixture, fake_clock: FakeClock
 ) -> None:
-    repo = MetricSampleRepository(clock=Clock())
+    repo = MetricSampleRepository(clock=fake_clock)
     caplog.set_level(logging.INFO)
     for _ in range(3):
         _kill_django_connection()
@@ -89,12 +89,59 @@ def test_dead_database_connection_never_raises_and_warns_once(
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(METRIC_SAMPLE_PRUNE_INTERVAL_MS=60_000)
-def test_next_success_after_an_outage_stores_and_prunes(postgres: None) -> None:
-    clock = Clock()
-    repo = MetricSampleRepository(clock=clock)
+def test_next_success_after_an_outage_stores_and_prunes(
+    postgres: None, fake_clock: FakeClock
+) -> None:
+    repo = MetricSampleRepository(clock=fake_clock)
     _old_rows(5)
     _kill_django_connection()
     assert repo.record_sample("host_memory", {}) is False
     assert repo.record_sample("host_memory", {"ok": True}) is True
     assert not repo.failing
     assert list(MetricSample.objects.values_list("fields", flat=True)) == [{"ok": True}]
+
+
+@pytest.fixture
+def stopped_database(postgres: None) -> Iterator[Callable[[], None]]:
+    """Point Django's connection at a closed port, as if PostgreSQL were stopped.
+
+    Yields `restart()`, which points it back at the real server; the settings
+    are restored after the test in any case.
+    """
+    saved = {key: connection.settings_dict[key] for key in ("HOST", "PORT")}
+
+    def restart() -> None:
+        connection.close()
+        connection.settings_dict.update(saved)
+
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=1)  # nothing listens on 1
+    yield restart
+    restart()
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(METRIC_SAMPLE_PRUNE_INTERVAL_MS=60_000)
+def test_stopped_database_returns_false_warns_once_then_recovers(
+    stopped_database: Callable[[], None],
+    caplog: pytest.LogCaptureFixture,
+    fake_clock: FakeClock,
+) -> None:
+    repo = MetricSampleRepository(clock=fake_clock)
+    caplog.set_level(logging.INFO)
+    assert repo.record_sample("host_memory", {"n": 1}) is False
+    assert repo.record_sample("host_memory", {"n": 2}) is False
+    warnings = [
+        r
+        for r in caplog.records
+        if r.name == "metrics.repository" and r.levelno == logging.WARNING
+    ]
+    assert len(warnings) == 1 and "not retried" in warnings[0].getMessage()
+    assert repo.failing and repo.failures == 2
+
+    stopped_database()  # PostgreSQL is back
+    _old_rows(4)
+    assert repo.record_sample("host_memory", {"n": 3}) is True
+    assert not repo.failing
+    assert list(MetricSample.objects.values_list("fields", flat=True)) == [{"n": 3}]
+    assert repo.pruned == 4
