@@ -58,6 +58,19 @@ def parse_int(text: str) -> int:
     return value
 
 
+def cached(cache: BoundedTTLCache[Any, Any], key: Any) -> Any:
+    """Return the live value of `key` (counted as a hit), or MISSING (not counted).
+
+    The hit path of a read-through layer: a hit returns before any loader
+    closure is built. On MISSING the caller must go on to `get_or_load`, which
+    counts the miss itself, so the miss is not counted twice.
+    """
+    value = cache.get(key)
+    if value is MISSING:
+        cache.misses -= 1  # get_or_load, which the caller runs next, counts it
+    return value
+
+
 def parse_int_pair(text: str) -> tuple[int, int]:
     """Parse "a:b" into (a, b)."""
     parts = text.strip().split(":")
@@ -69,8 +82,11 @@ def parse_int_pair(text: str) -> tuple[int, int]:
 class CompositeCache:
     """Several BoundedTTLCaches registered as one layer (a primary map plus helpers).
 
-    The registry sees one cache: clearing, sweeping and clock swaps reach every
-    member, while size, keys and stats are the primary's (plus member sizes).
+    The registry sees one cache, and every registry-facing call covers every
+    member map: `len`, `clear`, `invalidate` and `stats()["size"]` count the
+    entries of all of them (a helper map's entries take memory like the
+    primary's), and clearing, sweeping and clock swaps reach each one. Reads
+    (`keys`, `items`, `peek`, `in`) are the primary map's.
     """
 
     def __init__(
@@ -79,12 +95,17 @@ class CompositeCache:
         self.primary = primary
         self.members = members
         self.name = primary.name
+        self._maps: dict[str, BoundedTTLCache[Any, Any]] = {
+            "primary": primary,
+            **members,
+        }
 
-    def _all(self) -> list[BoundedTTLCache[Any, Any]]:
-        return [self.primary, *self.members.values()]
+    def maps(self) -> dict[str, BoundedTTLCache[Any, Any]]:
+        """Return every member map by label, the primary first (as "primary")."""
+        return dict(self._maps)
 
     def __len__(self) -> int:
-        return len(self.primary)
+        return sum(len(cache) for cache in self._maps.values())
 
     def __contains__(self, key: object) -> bool:
         return key in self.primary
@@ -102,35 +123,62 @@ class CompositeCache:
         return self.primary.peek(key, default)
 
     def invalidate(self, key: Any) -> int:
-        """Drop `key` from every member; return the primary's removals."""
-        removed = self.primary.invalidate(key)
-        for member in self.members.values():
-            member.invalidate(key)
-        return removed
+        """Drop `key` from every member; return the entries removed from all."""
+        return sum(cache.invalidate(key) for cache in self._maps.values())
 
     def clear(self) -> int:
-        """Drop every entry of every member; return the primary's removals."""
-        removed = self.primary.clear()
-        for member in self.members.values():
-            member.clear()
-        return removed
+        """Drop every entry of every member; return the entries removed from all."""
+        return sum(cache.clear() for cache in self._maps.values())
 
     def clear_expired(self) -> int:
         """Sweep expired entries of every member; return how many were dropped."""
-        return sum(cache.clear_expired() for cache in self._all())
+        return sum(cache.clear_expired() for cache in self._maps.values())
 
     def set_clock(self, clock: Clock) -> None:
         """Make every member read time from `clock`."""
-        for cache in self._all():
+        for cache in self._maps.values():
             cache.set_clock(clock)
 
     def stats(self) -> dict[str, Any]:
-        """Return the primary's stats plus each member's size and cap."""
-        stats = self.primary.stats()
-        for label, member in self.members.items():
-            stats[f"{label}_size"] = len(member)
-            stats[f"{label}_cap"] = member.maxsize
+        """Return the layer's stats: the primary's, with entry counts over all members.
+
+        `size`, `cap`, `evictions`, `expirations`, `invalidations` and the load
+        counters are summed over the members, `members` and `member_caps`
+        break size and cap down by label; `hits` and `misses` stay the
+        primary's, since one layer read may consult several members.
+        """
+        per = {label: cache.stats() for label, cache in self._maps.items()}
+        stats = dict(per["primary"])
+        for field in _SUMMED_STATS:
+            stats[field] = sum(s[field] for s in per.values())
+        stats["members"] = {label: s["size"] for label, s in per.items()}
+        stats["member_caps"] = {label: s["cap"] for label, s in per.items()}
+        stamps = [s["last_invalidation"] for s in per.values()]
+        stats["last_invalidation"] = max(
+            (t for t in stamps if t is not None), default=None
+        )
         return stats
+
+
+_SUMMED_STATS = (
+    "size",
+    "cap",
+    "evictions",
+    "expirations",
+    "invalidations",
+    "loads",
+    "load_failures",
+    "in_flight",
+)
+
+
+class _Load:
+    """One load of a StaleFallbackCache key; stale once the key is invalidated."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self) -> None:
+        self.stale = False
 
 
 class StaleFallbackCache(CompositeCache):
@@ -138,9 +186,11 @@ class StaleFallbackCache(CompositeCache):
 
     The core drops an entry when its TTL passes, but a layer whose reload can
     fail (the database is down) wants to keep serving what it last knew. The
-    `last_good` member holds those values for `retention` seconds; an
-    invalidation or a clear drops them with the fresh entry, so only values
-    nobody has declared wrong are ever served stale.
+    `last_good` member holds those values for `retention` seconds. It follows
+    the primary map's generation rule: a load whose key is invalidated, or
+    the cache cleared, while it runs is remembered by neither map, and an
+    invalidation or a clear drops the kept value with the fresh one. So only
+    values nobody has declared wrong are ever served stale.
     """
 
     def __init__(
@@ -159,6 +209,9 @@ class StaleFallbackCache(CompositeCache):
         )
         super().__init__(fresh, last_good=last_good, **members)
         self.last_good = last_good
+        # The running load of each key, staled by invalidate/clear (like the
+        # core's in-flight loads), so its value never reaches last_good.
+        self._loading: dict[Any, _Load] = {}
 
     def get(self, key: Any, default: Any = MISSING) -> Any:
         """Return the fresh value for `key`, or `default`."""
@@ -166,15 +219,41 @@ class StaleFallbackCache(CompositeCache):
 
     async def get_or_load(self, key: Any, loader: Loader[Any]) -> Any:
         """Return the fresh value, loading once on a miss and remembering it as good."""
+        value = cached(self.primary, key)
+        if value is not MISSING:
+            return value
+        return await self.primary.get_or_load(key, self._remembering(key, loader))
 
+    def _remembering(self, key: Any, loader: Loader[Any]) -> Loader[Any]:
         async def load_and_remember() -> Any:
-            value = await loader()
-            if not isinstance(value, DoNotCache):
+            load = self._loading[key] = _Load()
+            try:
+                value = await loader()
+            finally:
+                if self._loading.get(key) is load:
+                    del self._loading[key]
+            # No await between here and the core's own store: both see the
+            # same invalidations.
+            if not load.stale and not isinstance(value, DoNotCache):
                 self.last_good.set(key, value)
             return value
 
-        return await self.primary.get_or_load(key, load_and_remember)
+        return load_and_remember
 
     def stale(self, key: Any) -> Any:
         """Return the last good value of `key` (MISSING if none is kept)."""
         return self.last_good.peek(key)
+
+    def invalidate(self, key: Any) -> int:
+        """Drop `key` from every member and keep its running load from being remembered."""
+        load = self._loading.pop(key, None)
+        if load is not None:
+            load.stale = True
+        return super().invalidate(key)
+
+    def clear(self) -> int:
+        """Drop every entry of every member and keep running loads from being remembered."""
+        for load in self._loading.values():
+            load.stale = True
+        self._loading.clear()
+        return super().clear()

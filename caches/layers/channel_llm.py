@@ -13,7 +13,9 @@ import logging
 
 from django.db import Error as DatabaseError
 
+from caches.core import MISSING
 from caches.layers._support import (
+    cached,
     minutes_setting,
     new_cache,
     parse_int_pair,
@@ -42,6 +44,9 @@ def _load_own(server_id: int, channel_disc_id: int) -> int | None:
 
 async def _own_override(server_id: int, channel_disc_id: int) -> int | None:
     key = (server_id, channel_disc_id)
+    llm_id = cached(_cache, key)  # the hit path builds no closure
+    if llm_id is not MISSING:
+        return llm_id  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         key, lambda: run_db(_load_own, server_id, channel_disc_id)
     )

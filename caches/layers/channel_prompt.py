@@ -11,7 +11,14 @@ import logging
 
 from django.db import Error as DatabaseError
 
-from caches.layers._support import minutes_setting, new_cache, parse_int_pair, run_db
+from caches.core import MISSING
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int_pair,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import channels as channels_repo
 from tomori.repositories.channels import ChannelPromptRecord
@@ -31,9 +38,13 @@ async def get_cached_channel_prompt(
     server_id: int, channel_disc_id: int
 ) -> ChannelPromptRecord | None:
     """Return the channel's {prompt, mode} override, or None (also on a database error)."""
+    key = (server_id, channel_disc_id)
+    prompt = cached(_cache, key)  # the hit path builds no closure
+    if prompt is not MISSING:
+        return prompt  # type: ignore[no-any-return]
     try:
         return await _cache.get_or_load(  # type: ignore[no-any-return]
-            (server_id, channel_disc_id),
+            key,
             lambda: run_db(
                 channels_repo.get_channel_prompt_override,
                 server_id=server_id,

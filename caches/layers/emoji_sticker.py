@@ -19,7 +19,13 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from caches.core import MISSING
-from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import expressions as expressions_repo
 from tomori.repositories.expressions import (
@@ -134,7 +140,7 @@ async def load_emoji_sticker_cache(
     load reads); a flag left None is read from the server row. Pass `guild`
     for the sync check to run; `force_sync` syncs and reloads even on a hit.
     """
-    entry = _cache.get(server_id)
+    entry = cached(_cache, server_id)
     if entry is not MISSING:
         if not force_sync and not _lacks_enabled(entry, emoji_enabled, sticker_enabled):
             return _apply_flags(entry, emoji_enabled, sticker_enabled)

@@ -15,9 +15,10 @@ from typing import Literal
 
 from django.db import Error as DatabaseError
 
-from caches.core import MISSING
+from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import (
     StaleFallbackCache,
+    cached,
     minutes_setting,
     new_cache,
     parse_int,
@@ -49,14 +50,12 @@ class GuildMcpConfigs:
         return tuple(c for c in self.configs if c.enabled)
 
 
-_cache = StaleFallbackCache(
-    new_cache(
-        NAME,
-        cap_setting="GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES",
-        ttl=minutes_setting("GUILD_MCP_CONFIG_CACHE_TTL_MINUTES"),
-    ),
-    retention=STALE_RETENTION_SECONDS,
+_fresh: BoundedTTLCache[int, GuildMcpConfigs] = new_cache(
+    NAME,
+    cap_setting="GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("GUILD_MCP_CONFIG_CACHE_TTL_MINUTES"),
 )
+_cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS)
 
 
 async def _load(server_id: int) -> GuildMcpConfigs:
@@ -66,6 +65,9 @@ async def _load(server_id: int) -> GuildMcpConfigs:
 
 async def get_cached_guild_mcp_configs(server_id: int) -> GuildMcpConfigs:
     """Return the guild's MCP configs; on a failed reload the last good ones, as stale."""
+    fresh = cached(_fresh, server_id)  # the hit path builds no closure
+    if fresh is not MISSING:
+        return fresh  # type: ignore[no-any-return]
     try:
         return await _cache.get_or_load(server_id, lambda: _load(server_id))  # type: ignore[no-any-return]
     except DatabaseError as exc:

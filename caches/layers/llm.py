@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import Error as DatabaseError
 
-from caches.core import Clock
+from caches.core import BoundedTTLCache, Clock
 from caches.layers._support import new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import llms as llms_repo
@@ -92,6 +92,10 @@ class LlmCache:
         return 0
 
     # What the registry needs (ManagedCache).
+
+    def maps(self) -> dict[str, BoundedTTLCache[Any, Any]]:
+        """Return the one map by label (the provider indexes are derived from it)."""
+        return {"primary": self.by_id}
 
     def __len__(self) -> int:
         return len(self.by_id)

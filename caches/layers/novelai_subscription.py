@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.core import MISSING
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import integrations as integrations_repo
 from tomori.repositories.integrations import NovelAiSubscriptionRecord
@@ -20,6 +27,9 @@ async def get_cached_novelai_subscription(
     server_id: int,
 ) -> NovelAiSubscriptionRecord | None:
     """Return the guild's NovelAI tier and context limit (None: no subscription)."""
+    subscription = cached(_cache, server_id)  # the hit path builds no closure
+    if subscription is not MISSING:
+        return subscription  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         server_id, lambda: run_db(integrations_repo.get_novelai_subscription, server_id)
     )

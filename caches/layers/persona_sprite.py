@@ -7,7 +7,14 @@ An empty list is cached too (most personas have no sprites). The limits
 
 from __future__ import annotations
 
-from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.core import MISSING
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories.sprites import SpriteRecord
@@ -23,6 +30,9 @@ _cache = new_cache(
 
 async def get_cached_persona_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
     """Return the persona's sprites in order, loading them on a miss."""
+    sprites = cached(_cache, persona_id)  # the hit path builds no closure
+    if sprites is not MISSING:
+        return sprites  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         persona_id, lambda: run_db(sprites_repo.list_persona_sprites, persona_id)
     )

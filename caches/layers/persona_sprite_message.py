@@ -20,7 +20,14 @@ from django.db import Error as DatabaseError
 from django.utils import timezone
 
 from caches.core import MISSING, Clock, DoNotCache
-from caches.layers._support import knob, minutes_setting, new_cache, parse_int, run_db
+from caches.layers._support import (
+    cached,
+    knob,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories.sprites import SpriteMessageRecord
@@ -79,6 +86,9 @@ async def get_cached_persona_sprite_message(
     message_disc_id: int,
 ) -> SpriteMessageRecord | None:
     """Return the message's sprite mapping, or None (also on a database error)."""
+    record = cached(_cache, message_disc_id)  # the hit path builds no closure
+    if record is not MISSING:
+        return record  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         message_disc_id, lambda: _load_one(message_disc_id)
     )

@@ -15,8 +15,10 @@ from collections.abc import Hashable
 
 from django.utils import timezone
 
+from caches.core import MISSING
 from caches.layers._support import (
     CompositeCache,
+    cached,
     minutes_setting,
     new_cache,
     parse_int,
@@ -42,6 +44,9 @@ def spotlight_cache_key(server_id: int, user_id: int, channel_disc_id: int) -> s
 
 
 async def _server_has_spotlights(server_id: int) -> bool:
+    gate = cached(_gate, server_id)  # the hit path builds no closure
+    if gate is not MISSING:
+        return gate  # type: ignore[no-any-return]
     return await _gate.get_or_load(  # type: ignore[no-any-return]
         server_id,
         lambda: run_db(spotlight_repo.server_has_personal_spotlights, server_id),
@@ -66,9 +71,11 @@ async def get_cached_personal_spotlight_status(
     if not await _server_has_spotlights(server_id):
         return None
     key = spotlight_cache_key(server_id, user_id, channel_disc_id)
-    record: SpotlightRecord | None = await _results.get_or_load(
-        key, lambda: _load_status(server_id, user_id, channel_disc_id)
-    )
+    record: SpotlightRecord | None = cached(_results, key)
+    if record is MISSING:
+        record = await _results.get_or_load(
+            key, lambda: _load_status(server_id, user_id, channel_disc_id)
+        )
     if record is not None and record.is_expired(timezone.now()):
         _results.invalidate(key)  # the next read lets the repository delete it
         return None

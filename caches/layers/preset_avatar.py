@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 
 from caches.core import MISSING
-from caches.layers._support import knob, new_cache, parse_int, run_db
+from caches.layers._support import cached, knob, new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import presets as presets_repo
 from tomori.repositories.presets import PresetPersonaRecord
@@ -116,6 +116,9 @@ async def _load_one(preset_id: int) -> PresetAvatar | None:
 
 async def get_preset_avatar(preset_id: int) -> PresetAvatar | None:
     """Return the preset's avatar, loading it if the cache lost it (None: no valid avatar)."""
+    avatar = cached(_cache, preset_id)  # the hit path builds no closure
+    if avatar is not MISSING:
+        return avatar  # type: ignore[no-any-return]
     return await _cache.get_or_load(preset_id, lambda: _load_one(preset_id))  # type: ignore[no-any-return]
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.core import MISSING
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import presets as presets_repo
 from tomori.repositories.presets import StPresetRecord
@@ -18,6 +25,9 @@ _cache = new_cache(
 
 async def get_cached_st_preset(server_id: int) -> StPresetRecord | None:
     """Return the server's active ST preset (None: no active preset)."""
+    preset = cached(_cache, server_id)  # the hit path builds no closure
+    if preset is not MISSING:
+        return preset  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         server_id, lambda: run_db(presets_repo.get_active_st_preset, server_id)
     )

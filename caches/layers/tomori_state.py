@@ -11,6 +11,7 @@ from django.db import Error as DatabaseError
 from caches.core import MISSING, BoundedTTLCache, DoNotCache
 from caches.layers._support import (
     StaleFallbackCache,
+    cached,
     minutes_setting,
     new_cache,
     parse_int,
@@ -52,15 +53,12 @@ _errors: BoundedTTLCache[int, str] = new_cache(
     cap_setting="TOMORI_STATE_CACHE_MAX_ENTRIES",
     ttl=ERROR_MEMORY_SECONDS,
 )
-_cache = StaleFallbackCache(
-    new_cache(
-        NAME,
-        cap_setting="TOMORI_STATE_CACHE_MAX_ENTRIES",
-        ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
-    ),
-    retention=STALE_RETENTION_SECONDS,
-    errors=_errors,
+_fresh: BoundedTTLCache[int, TomoriState] = new_cache(
+    NAME,
+    cap_setting="TOMORI_STATE_CACHE_MAX_ENTRIES",
+    ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
 )
+_cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS, errors=_errors)
 
 
 def build_tomori_state(rows: TomoriStateRows) -> TomoriState:
@@ -102,6 +100,13 @@ async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
     On a database error, return the last good state if one is kept, else None,
     and remember the error (see `tomori_state_database_error`).
     """
+    state = cached(_fresh, server_disc_id)  # the hit path builds no closure
+    if state is not MISSING:
+        return state  # type: ignore[no-any-return]
+    return await _load_or_stale(server_disc_id)
+
+
+async def _load_or_stale(server_disc_id: int) -> TomoriState | None:
     try:
         return await _cache.get_or_load(server_disc_id, lambda: _load(server_disc_id))  # type: ignore[no-any-return]
     except DatabaseError as exc:
@@ -115,13 +120,17 @@ async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
 
 async def get_cached_all_personas(server_disc_id: int) -> tuple[PersonaRecord, ...]:
     """Return every persona of the server, main first (empty if none or unknown)."""
-    state = await get_cached_tomori_state(server_disc_id)
+    state = cached(_fresh, server_disc_id)
+    if state is MISSING:
+        state = await _load_or_stale(server_disc_id)
     return state.personas if state is not None else ()
 
 
 async def get_cached_main_persona(server_disc_id: int) -> PersonaRecord | None:
     """Return the server's main persona, or None."""
-    state = await get_cached_tomori_state(server_disc_id)
+    state = cached(_fresh, server_disc_id)
+    if state is MISSING:
+        state = await _load_or_stale(server_disc_id)
     return state.main_persona if state is not None else None
 
 
@@ -132,7 +141,7 @@ def tomori_state_database_error(server_disc_id: int) -> str | None:
 
 
 def invalidate_tomori_state_cache(server_disc_id: int) -> int:
-    """Drop the server's state (and its kept last good copy); return entries removed."""
+    """Drop the server's state, last good copy and error; return entries removed."""
     return _cache.invalidate(server_disc_id)
 
 

@@ -18,7 +18,14 @@ from collections.abc import Hashable
 
 from django.db import Error as DatabaseError
 
-from caches.layers._support import minutes_setting, new_cache, parse_int, run_db
+from caches.core import MISSING
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int,
+    run_db,
+)
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import users as users_repo
 from tomori.repositories.users import (
@@ -48,6 +55,9 @@ async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
 
     A database error propagates (and nothing is cached).
     """
+    row = cached(_cache, user_disc_id)  # the hit path builds no closure
+    if row is not MISSING:
+        return row  # type: ignore[no-any-return]
     return await _cache.get_or_load(  # type: ignore[no-any-return]
         user_disc_id, lambda: run_db(users_repo.get_user_by_disc_id, user_disc_id)
     )
@@ -67,7 +77,10 @@ async def get_cached_privacy_level(user_disc_id: int) -> int:
 
 async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) -> bool:
     """Tell whether the user is blacklisted in the server; True if the database fails."""
-    key = blacklist_cache_key(server_disc_id, user_disc_id)
+    key = (user_disc_id, server_disc_id)  # blacklist_cache_key, inlined
+    listed = cached(_cache, key)
+    if listed is not MISSING:
+        return listed  # type: ignore[no-any-return]
     try:
         return await _cache.get_or_load(  # type: ignore[no-any-return]
             key,

@@ -83,6 +83,43 @@ def test_no_roles_and_unknown_roles_are_different_keys():
     assert whitelist_cache_key(1, 2, None, None) != whitelist_cache_key(1, 2, None, [])
 
 
+def test_key_is_a_compact_tuple_independent_of_role_order():
+    key = whitelist_cache_key(1, 2, 3, [9, 4, 9])
+    assert key == (1, 2, 3, frozenset({4, 9}))
+    assert key == whitelist_cache_key(1, 2, 3, (4, 9))
+    assert whitelist_cache_key(1, 2) == (1, 2, 0, None)  # no parent, roles unknown
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("1:22:3:9,4", (1, 22, 3, frozenset({4, 9}))),
+        ("1:22::?", (1, 22, 0, None)),
+        ("1:22:0:-", (1, 22, 0, frozenset())),
+        (" 1:22::- ", (1, 22, 0, frozenset())),
+    ],
+)
+def test_operator_keys_parse_to_cache_keys(text, key):
+    assert registry.parse_key("channel_whitelist", text) == key
+
+
+@pytest.mark.parametrize("text", ["1:22:3", "1:x::?", "1:22::4,,5", "-1:22::?"])
+def test_malformed_operator_keys_are_rejected(text):
+    with pytest.raises(ValueError):
+        registry.parse_key("channel_whitelist", text)
+
+
+def test_operator_key_invalidates_the_entry_it_names(run, guarded):
+    server, _ = guarded
+    status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[5, 3])
+    status(run, server, THREAD, parent_disc_id=CHANNEL)
+    key = registry.parse_key(
+        "channel_whitelist", f"{server.server_disc_id}:{THREAD}:{CHANNEL}:3,5"
+    )
+    assert registry.invalidate("channel_whitelist", key) == 1
+    assert len(channel_whitelist._cache) == 1
+
+
 def test_role_order_does_not_create_a_second_entry(
     run, guarded, django_assert_num_queries
 ):

@@ -52,7 +52,11 @@ def test_mcp_failed_reload_serves_the_old_entry_as_stale(
     db_down(integrations_repo, "list_guild_mcp_configs")
     stale = run(get_cached_guild_mcp_configs, server.id)
     assert stale.provenance == "stale" and stale.configs == fresh.configs
-    assert len(guild_mcp_config._cache) == 0
+    assert len(guild_mcp_config._fresh) == 0
+    assert registry.stats()["guild_mcp_config"]["members"] == {
+        "primary": 0,
+        "last_good": 1,
+    }
 
 
 def test_mcp_failed_first_load_is_unavailable(run, server, db_down):
@@ -68,7 +72,8 @@ def test_mcp_key_op_reloads_new_tool_names(run, server, mcp):
         config_id=mcp.id, tool_names=["fetch"]
     )
     assert changed
-    assert registry.apply("guild_mcp_config", "key", server.id) == 1
+    # The fresh entry and its last good copy.
+    assert registry.apply("guild_mcp_config", "key", server.id) == 2
     got = run(get_cached_guild_mcp_configs, server.id)
     assert got.configs[0].tool_names == ("fetch",)
 

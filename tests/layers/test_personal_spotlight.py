@@ -78,6 +78,17 @@ def test_server_without_spotlights_creates_no_result_entries(
     assert len(layer._gate) == 1
 
 
+def test_gate_entries_count_in_the_layer_size(run, spotlit, make_server):
+    server, user, _ = spotlit
+    status(run, server.id, user.id, CHANNEL)  # a gate entry and a result
+    status(run, make_server().id, user.id, CHANNEL)  # a gate entry only
+    assert registry.sizes()["personal_spotlight"] == 3
+    stats = registry.stats()["personal_spotlight"]
+    assert stats["members"] == {"primary": 1, "gate": 2}
+    assert stats["cap"] == layer._results.maxsize + layer._gate.maxsize
+    assert registry.clear("personal_spotlight") == 3
+
+
 def test_result_cap_holds_under_100k_triples(run, monkeypatch):
     async def no_spotlight(*_args: object) -> None:
         return None

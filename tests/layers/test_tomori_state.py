@@ -9,7 +9,7 @@ import pytest
 from django.db import OperationalError
 
 from caches.core import MISSING
-from caches.layers import tomori_state
+from caches.layers import _support, tomori_state
 from caches.layers.tomori_state import (
     get_cached_all_personas,
     get_cached_main_persona,
@@ -17,6 +17,7 @@ from caches.layers.tomori_state import (
     tomori_state_database_error,
 )
 from caches.registry import registry
+from tests.layers.fakes import tomori_rows
 from tomori.repositories import servers as servers_repo
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +107,8 @@ def test_key_op_drops_the_entry(run, make_configured_server, make_persona):
     server = make_configured_server()
     run(get_cached_tomori_state, server.server_disc_id)
     make_persona(server, name="New alter")
-    assert registry.apply("tomori_state", "key", server.server_disc_id) == 1
+    # The fresh entry and its last good copy.
+    assert registry.apply("tomori_state", "key", server.server_disc_id) == 2
     names = [p.name for p in run(get_cached_all_personas, server.server_disc_id)]
     assert "New alter" in names
 
@@ -114,14 +116,14 @@ def test_key_op_drops_the_entry(run, make_configured_server, make_persona):
 def test_all_op_clears_every_server(run, make_configured_server):
     for _ in range(3):
         run(get_cached_tomori_state, make_configured_server().server_disc_id)
-    assert registry.apply("tomori_state", "all") == 3
+    assert registry.apply("tomori_state", "all") == 6  # 3 fresh, 3 last good copies
 
 
 def test_database_error_without_entry_answers_empty_and_is_remembered(run, db_down):
     db_down(servers_repo, "load_tomori_state_rows")
     assert run(get_cached_tomori_state, 55) is None
     assert run(get_cached_all_personas, 55) == ()
-    assert len(registry.get("tomori_state")) == 0
+    assert len(tomori_state._fresh) == 0 and tomori_state._cache.stale(55) is MISSING
     error = tomori_state_database_error(55)
     assert error is not None and "OperationalError" in error
     assert tomori_state_database_error(56) is None  # another server: not configured
@@ -178,3 +180,63 @@ def test_concurrent_misses_share_one_load(run, make_configured_server, count_cal
     states = run(burst)
     assert calls.calls == 1
     assert all(state is states[0] for state in states)
+
+
+async def test_load_overlapping_an_edit_is_not_served_in_a_later_outage(monkeypatch):
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_read(_fn, server_disc_id):  # reads OLD, then lingers
+        rows = tomori_rows(server_disc_id, persona="OLD")
+        started.set()
+        await release.wait()
+        return rows
+
+    monkeypatch.setattr(tomori_state, "run_db", slow_read)
+    load = asyncio.create_task(get_cached_tomori_state(77))
+    await started.wait()
+    registry.apply("tomori_state", "key", 77)  # an admin edit lands mid-load
+    release.set()
+    assert (await load).main_persona.name == "OLD"  # its own waiter still gets it
+
+    async def outage(*_args):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(tomori_state, "run_db", outage)
+    assert await get_cached_tomori_state(77) is None  # not the pre-edit OLD
+
+
+async def test_sizes_count_last_good_copies_and_errors(monkeypatch):
+    async def read(_fn, server_disc_id):
+        if server_disc_id == 2:
+            raise OperationalError("could not connect to server")
+        return tomori_rows(server_disc_id)
+
+    monkeypatch.setattr(tomori_state, "run_db", read)
+    await get_cached_tomori_state(1)
+    await get_cached_tomori_state(2)
+    assert registry.sizes()["tomori_state"] == 3
+    stats = registry.stats()["tomori_state"]
+    assert stats["members"] == {"primary": 1, "last_good": 1, "errors": 1}
+    assert stats["size"] == 3 and stats["cap"] == 3 * tomori_state._fresh.maxsize
+    assert registry.clear("tomori_state") == 3
+
+
+async def test_hit_reaches_no_loader_and_counts_once(monkeypatch):
+    async def read(_fn, server_disc_id):
+        return tomori_rows(server_disc_id)
+
+    monkeypatch.setattr(tomori_state, "run_db", read)
+    tomori_state._fresh.reset_stats()
+    state = await get_cached_tomori_state(5)
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("a hit must not build or run a loader")
+
+    monkeypatch.setattr(tomori_state._cache, "get_or_load", no_load)
+    monkeypatch.setattr(tomori_state._fresh, "get_or_load", no_load)
+    monkeypatch.setattr(_support.StaleFallbackCache, "_remembering", no_load)
+    assert await get_cached_tomori_state(5) is state
+    assert await get_cached_main_persona(5) is state.main_persona
+    assert await get_cached_all_personas(5) == state.personas
+    stats = tomori_state._fresh.stats()
+    assert (stats["hits"], stats["misses"], stats["loads"]) == (3, 1, 1)
