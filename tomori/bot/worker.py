@@ -93,6 +93,7 @@ class BotWorker:
         self.stop_event = asyncio.Event()
         self.started_at = time.time()
         self.client: Any = None
+        self.pipeline: Any = None
         self.simulator: Any = None
         self.catalogs: CatalogSet | None = None
         self.guard: MemoryGuard | None = None
@@ -256,22 +257,32 @@ class BotWorker:
                 guard=self.guard,
                 bus_status=bus.stats(),
             )
-            if self.simulator is not None:
-                snapshot["simulator"] = self.simulator.stats.as_dict()
+            if self.pipeline is not None:
+                responder = self.pipeline.responder
+                snapshot["turns"] = {
+                    "total": responder.total,
+                    **{str(k): v for k, v in responder.by_outcome.items()},
+                }
             live.publish_snapshot(self.worker_id, snapshot)
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
 
     async def _log_in(self) -> None:
-        from tomori.bot.client import build_client
+        from tomori.bot.client import build_client, skip_identify_wait
+        from tomori.bot.pipeline import MessagePipeline
+        from tomori.bot.responder import ReplyingResponder
 
         if self.options.simulate:
             await self._start_simulator()
+        self.pipeline = MessagePipeline(catalogs=self.catalogs)
         self.client = build_client(
+            pipeline=self.pipeline,
             shard_ids=self.options.shard_ids,
             shard_count=self.options.shard_count,
-            skip_identify_wait=self.options.simulate,
+            # The simulator has no IDENTIFY rate limit to wait for.
+            before_identify_hook=skip_identify_wait if self.options.simulate else None,
         )
+        self.pipeline.responder = ReplyingResponder(self.client)
         assert self.context is not None
         self.context.client = self.client
         token = "simulated-token" if self.options.simulate else self.options.token
@@ -357,5 +368,11 @@ class BotWorker:
             logger.exception("could not flush pending short-term memory writes")
         set_current_guard(None)
         live.withdraw_snapshot(self.worker_id)
+        if self.pipeline is not None:
+            responder = self.pipeline.responder
+            outcomes = {
+                str(getattr(k, "value", k)): n for k, n in responder.by_outcome.items()
+            }
+            logger.info("turns resolved: %d %s", responder.total, outcomes)
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
