@@ -10,13 +10,65 @@ invalidate. The invalidation machinery lives in `caches.invalidation`.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.db import models
 
 
 class CacheFeedingQuerySet(models.QuerySet):
-    """QuerySet whose signal-less bulk writes still invalidate (see caches.invalidation)."""
+    """QuerySet whose signal-less bulk writes still invalidate (see caches.invalidation).
+
+    delete() needs no override: the invalidation receivers connected to every
+    cache-feeding model stop Django from fast-deleting, so each deleted row
+    (cascades included) sends pre_delete/post_delete.
+    """
+
+    def update(self, **kwargs: Any) -> int:
+        """Update the rows, invalidating the old and new keys of each after commit."""
+        from caches.invalidation.tracking import tracked_update
+
+        return tracked_update(self, kwargs)
+
+    def bulk_update(
+        self, objs: Iterable[Any], fields: Iterable[str], batch_size: int | None = None
+    ) -> int:
+        """Update `fields` of `objs`, invalidating their old and new keys after commit."""
+        from caches.invalidation.tracking import tracked_bulk_update
+
+        fields = list(fields)
+
+        def run(rows: list[Any]) -> int:
+            return super(CacheFeedingQuerySet, self).bulk_update(
+                rows, fields, batch_size=batch_size
+            )
+
+        return tracked_bulk_update(self, objs, fields, run)
+
+    def bulk_create(
+        self,
+        objs: Iterable[Any],
+        batch_size: int | None = None,
+        ignore_conflicts: bool = False,
+        update_conflicts: bool = False,
+        update_fields: Collection[str] | None = None,
+        unique_fields: Collection[str] | None = None,
+    ) -> list[Any]:
+        """Insert `objs`, invalidating their keys after commit."""
+        from caches.invalidation.tracking import tracked_bulk_create
+
+        def run(rows: list[Any]) -> list[Any]:
+            return super(CacheFeedingQuerySet, self).bulk_create(
+                rows,
+                batch_size=batch_size,
+                ignore_conflicts=ignore_conflicts,
+                update_conflicts=update_conflicts,
+                update_fields=update_fields,
+                unique_fields=unique_fields,
+            )
+
+        options = {"update_conflicts": update_conflicts, "update_fields": update_fields}
+        return tracked_bulk_create(self, objs, options, run)
 
 
 class CacheFeedingModel(models.Model):

@@ -1,0 +1,192 @@
+"""Operator commands over the bus: run this process's handler, send, answer, collect replies.
+
+A command is published on the bus channel with a reply id; every subscribed
+process answers by pushing a reply on the Redis list `tomori:reply:<id>`
+(with an expiry), which the sender reads with BLPOP until every receiver has
+answered or the timeout passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+
+from caches.bus.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
+from caches.bus.publisher import RedisPublisher, redis_client
+from caches.bus.stats import BusStats
+
+logger = logging.getLogger(__name__)
+
+CommandHandler = Callable[[dict[str, Any]], Any]
+
+#: Replies left unread (the sender timed out) expire after this many seconds.
+REPLY_TTL_SECONDS = 60
+
+
+def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """Return whether the caller runs on `loop`'s thread."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+class HandlerRunner:
+    """This process's command handler; every reply names the worker that gave it."""
+
+    def __init__(self, *, origin: str, worker_id: str) -> None:
+        self.origin = origin
+        self.worker_id = worker_id
+        self.handler: CommandHandler | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Run the handler on `command`; an error becomes a failed reply."""
+        try:
+            result = self.handler(command) if self.handler else {}
+            if inspect.isawaitable(result):
+                result = self._await(result, timeout)
+            reply = dict(result or {})
+        except Exception as exc:
+            logger.exception("bus: command handler failed")
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        reply.setdefault("worker_id", self.worker_id or self.origin)
+        reply.setdefault("origin", self.origin)
+        return reply
+
+    def _await(self, awaitable: Any, timeout: float) -> Any:
+        async def wrapped() -> Any:
+            return await awaitable
+
+        loop = self.loop
+        if loop is not None and loop.is_running() and not on_loop_thread(loop):
+            return asyncio.run_coroutine_threadsafe(wrapped(), loop).result(timeout)
+        return asyncio.run(wrapped())
+
+
+class RedisCommands:
+    """Command round trips over Redis for one bus."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        publisher: RedisPublisher,
+        runner: HandlerRunner,
+        stats: BusStats,
+    ) -> None:
+        self.url = url
+        self._publisher = publisher
+        self._runner = runner
+        self._stats = stats
+        self._client: redis.Redis | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._reply_seq = 0
+
+    def send(
+        self, command: dict[str, Any], *, timeout: float, listening_here: bool
+    ) -> list[dict[str, Any]]:
+        """Publish `command`; return this process's reply and every remote one in time."""
+        deadline = time.monotonic() + timeout
+        command_id = uuid.uuid4().hex
+        reply_to = REPLY_PREFIX + command_id
+        receivers = self._publisher.publish(
+            lambda seq: envelope(
+                COMMAND,
+                origin=self._runner.origin,
+                seq=seq,
+                id=command_id,
+                reply_to=reply_to,
+                timeout=timeout,
+                command=command,
+            )
+        )
+        replies = [self._runner.run(command, timeout)] if self._runner.handler else []
+        # Our own subscriber received it too, and skips its own messages.
+        expected = (receivers or 0) - int(listening_here)
+        return replies + self._collect(reply_to, expected, deadline)
+
+    def _collect(
+        self, reply_to: str, expected: int, deadline: float
+    ) -> list[dict[str, Any]]:
+        replies: list[dict[str, Any]] = []
+        for _ in range(max(expected, 0)):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                item = self._replies().blpop([reply_to], timeout=remaining)
+            except redis.RedisError as exc:
+                logger.warning("bus: reading command replies failed: %s", exc)
+                break
+            if item is None:
+                break
+            message = decode(item[1])
+            # A process without a handler answers too (so nobody waits for it).
+            if message and message.get("kind") == REPLY and message.get("handled"):
+                replies.append(dict(message.get("reply") or {}))
+        return replies
+
+    def submit_answer(self, message: dict[str, Any]) -> None:
+        """Answer a received command off the subscriber thread."""
+        if self._executor is None:
+            # Commands must not hold up the invalidations behind them.
+            self._executor = ThreadPoolExecutor(
+                1, thread_name_prefix="tomori-bus-command"
+            )
+        self._executor.submit(self._answer, message)
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        reply_to = message.get("reply_to")
+        if not isinstance(reply_to, str) or not reply_to.startswith(REPLY_PREFIX):
+            return
+        handled = self._runner.handler is not None
+        command = dict(message.get("command") or {})
+        timeout = float(message.get("timeout") or 5.0)
+        reply = self._runner.run(command, timeout) if handled else {}
+        self._reply_seq += 1
+        body = envelope(
+            REPLY,
+            origin=self._runner.origin,
+            seq=self._reply_seq,
+            id=message.get("id"),
+            handled=handled,
+            reply=reply,
+        )
+        self._push(reply_to, encode(body))
+        self._stats.incr("commands_handled")
+
+    def _push(self, reply_to: str, data: str) -> None:
+        try:
+            with self._replies().pipeline() as pipe:
+                pipe.rpush(reply_to, data)
+                pipe.expire(reply_to, REPLY_TTL_SECONDS)
+                pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("bus: could not send a command reply: %s", exc)
+
+    def _replies(self) -> redis.Redis:
+        if self._client is None:
+            # BLPOP blocks for the whole timeout: no socket timeout here.
+            self._client = redis_client(self.url, socket_timeout=None)
+        return self._client
+
+    def stop(self) -> None:
+        """Stop answering (commands in progress finish on their own)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def close(self) -> None:
+        """Stop answering and disconnect."""
+        self.stop()
+        if self._client is not None:
+            self._client.close()

@@ -1,0 +1,305 @@
+"""The bus of one process: local delivery, Redis publishing, subscribing and commands."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from caches.bus.commands import (
+    CommandHandler,
+    HandlerRunner,
+    RedisCommands,
+    on_loop_thread,
+)
+from caches.bus.messages import (
+    COMMAND,
+    INVALIDATE,
+    EventTuple,
+    decode,
+    envelope,
+    events_from_json,
+    events_to_json,
+)
+from caches.bus.publisher import RedisPublisher
+from caches.bus.stats import BusStats
+from caches.bus.subscriber import RedisSubscriber
+
+logger = logging.getLogger(__name__)
+
+ApplyFn = Callable[[list[EventTuple]], None]
+FlushFn = Callable[[], Any]
+
+#: Origins whose last sequence number is remembered (older ones are forgotten).
+MAX_ORIGINS = 1024
+
+
+def apply_to_registry(events: list[EventTuple]) -> None:
+    """Apply events to this process's registry, skipping caches it does not hold."""
+    from caches.registry import registry
+
+    for name, op, args in events:
+        if name not in registry:
+            continue
+        try:
+            registry.apply(name, op, *args)
+        except Exception:
+            logger.exception("bus: could not apply %s.%s%r", name, op, tuple(args))
+
+
+def flush_registry() -> dict[str, int]:
+    """Clear every invalidatable cache of this process's registry."""
+    from caches.registry import registry
+
+    return registry.clear_invalidatable()
+
+
+class Bus:
+    """Deliver invalidations to this process and every other, and carry commands."""
+
+    def __init__(
+        self,
+        *,
+        redis_url: str = "",
+        channel: str = "tomori:bus",
+        worker_id: str = "",
+        apply: ApplyFn | None = None,
+        flush: FlushFn | None = None,
+    ) -> None:
+        self.redis_url = redis_url
+        self.channel = channel
+        self.worker_id = worker_id
+        self.origin = (
+            f"{worker_id or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        )
+        self.stats = BusStats()
+        self._apply: ApplyFn = apply or apply_to_registry
+        self._flush: FlushFn = flush or flush_registry
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner = HandlerRunner(origin=self.origin, worker_id=worker_id)
+        self._publisher: RedisPublisher | None = None
+        self._commands: RedisCommands | None = None
+        if redis_url:
+            self._publisher = RedisPublisher(redis_url, channel, self.stats)
+            self._commands = RedisCommands(
+                redis_url,
+                publisher=self._publisher,
+                runner=self._runner,
+                stats=self.stats,
+            )
+        self._subscriber: RedisSubscriber | None = None
+        self._seen: OrderedDict[str, int] = OrderedDict()
+        self._subscribed_before = False
+
+    @property
+    def subscriber_name(self) -> str:
+        """Return the Redis client name of the subscriber connection (CLIENT LIST)."""
+        return "tomori-bus-sub-" + "".join(
+            c if c.isalnum() else "-" for c in self.origin
+        )
+
+    @property
+    def mode(self) -> str:
+        """Return "redis" or "local" (in-process only)."""
+        return "redis" if self._publisher is not None else "local"
+
+    # ------------------------------------------------------------ invalidations
+
+    def broadcast(
+        self, events: Iterable[EventTuple], *, sent_at: float | None = None
+    ) -> None:
+        """Apply committed `events` here and publish them to every other process."""
+        events = [(name, op, tuple(args)) for name, op, args in events]
+        sent = time.time() if sent_at is None else sent_at
+        self.stats.incr("local")
+        # In-process mode this is the whole delivery, so it is what lag measures.
+        self._deliver(events, sent, measure=self._publisher is None)
+        if self._publisher is not None:
+            self._publisher.publish(
+                lambda seq: envelope(
+                    INVALIDATE,
+                    origin=self.origin,
+                    seq=seq,
+                    sent_at=sent,
+                    events=events_to_json(events),
+                )
+            )
+
+    def _deliver(
+        self, events: list[EventTuple], sent_at: float, *, measure: bool
+    ) -> None:
+        self._call_on_loop(self._apply_now, events, sent_at, measure)
+
+    def _apply_now(
+        self, events: list[EventTuple], sent_at: float, measure: bool
+    ) -> None:
+        try:
+            self._apply(events)
+        except Exception:
+            logger.exception("bus: applying %d event(s) failed", len(events))
+        if measure:
+            self.stats.applied(time.time() - sent_at)
+
+    def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        # Caches belong to the event-loop thread; hop there when there is one.
+        loop = self._loop
+        if loop is None or not loop.is_running() or on_loop_thread(loop):
+            # No loop, or one that stopped: a callback queued there would never run.
+            fn(*args)
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # closed between the check and the call
+            fn(*args)
+
+    # ------------------------------------------------------------ subscribing
+
+    def start_subscriber(
+        self,
+        *,
+        apply: ApplyFn | None = None,
+        flush: FlushFn | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """Start receiving other processes' messages (no thread in local mode).
+
+        `apply`/`flush` default to this process's registry; with `loop` both
+        run on that loop's thread, local deliveries included. Start it before
+        warming caches: the first subscription clears every invalidatable one.
+        """
+        self._apply = apply or self._apply
+        self._flush = flush or self._flush
+        self._loop = self._runner.loop = loop
+        if self._publisher is None:
+            self.stats.set_connected(True)
+            return
+        if self._subscriber is None:
+            self._subscriber = RedisSubscriber(
+                self.redis_url,
+                self.channel,
+                on_subscribed=self._on_subscribed,
+                on_message=self._on_message,
+                on_lost=self._on_lost,
+                name=self.subscriber_name,
+            )
+            self._subscriber.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the subscriber thread and the command runner, joining them."""
+        if self._subscriber is not None:
+            self._subscriber.stop(timeout)
+            self._subscriber = None
+        if self._commands is not None:
+            self._commands.stop()
+        self._loop = self._runner.loop = None
+        self.stats.set_connected(False)
+
+    def close(self, *, drain_timeout: float = 5.0) -> None:
+        """Stop everything, publish any backlog (up to `drain_timeout` s), disconnect."""
+        self.stop()
+        if self._publisher is not None:
+            self._publisher.close(drain_timeout=drain_timeout)
+        if self._commands is not None:
+            self._commands.close()
+
+    def _on_subscribed(self) -> None:
+        reason = "reconnected" if self._subscribed_before else "subscribed"
+        self._subscribed_before = True
+        self._seen.clear()
+        self.stats.set_connected(True)
+        # It cannot know what it missed while not subscribed.
+        self._flush_all(reason)
+
+    def _on_lost(self, exc: Exception) -> None:
+        if self.stats.connected:
+            logger.warning(
+                "bus: subscription to %s lost (%s); reconnecting", self.channel, exc
+            )
+        self.stats.set_connected(False)
+        self.stats.incr("disconnects")
+
+    def _flush_all(self, reason: str) -> None:
+        self._call_on_loop(self._flush_now, reason)
+
+    def _flush_now(self, reason: str) -> None:
+        try:
+            removed = self._flush() or {}
+        except Exception:
+            logger.exception("bus: flush after %s failed", reason)
+            removed = {}
+        total = sum(removed.values()) if isinstance(removed, dict) else 0
+        log = logger.info if reason == "subscribed" else logger.warning
+        log("bus %s: cleared every invalidatable cache (%d entries)", reason, total)
+        self.stats.incr("flushes")
+
+    def _on_message(self, data: Any) -> None:
+        self.stats.incr("received")
+        message = decode(data)
+        if message is None:
+            self.stats.incr("rejected")
+            return
+        if message["origin"] == self.origin:
+            self.stats.incr("own_skipped")
+            return
+        if not self._in_sequence(message["origin"], message["seq"]):
+            return
+        if message["kind"] == INVALIDATE:
+            events = events_from_json(message.get("events"))
+            self._deliver(events, float(message["sent_at"]), measure=True)
+        elif message["kind"] == COMMAND and self._commands is not None:
+            self._commands.submit_answer(message)
+
+    def _in_sequence(self, origin: str, seq: int) -> bool:
+        last = self._seen.get(origin)
+        if last is not None and seq <= last:
+            self.stats.incr("duplicates")
+            return False
+        if last is not None and seq > last + 1:
+            self.stats.incr("gaps")
+            logger.warning("bus: %s skipped from seq %d to %d", origin, last, seq)
+            self._flush_all("sequence gap")
+        self._seen[origin] = seq
+        self._seen.move_to_end(origin)
+        if len(self._seen) > MAX_ORIGINS:
+            self._seen.popitem(last=False)
+        return True
+
+    # ------------------------------------------------------------ commands
+
+    def set_command_handler(self, handler: CommandHandler | None) -> None:
+        """Run `handler(command) -> dict` (sync, or returning an awaitable) for commands."""
+        self._runner.handler = handler
+
+    def send_command(
+        self, command: dict[str, Any], *, timeout: float
+    ) -> list[dict[str, Any]]:
+        """Send `command` to every worker; return the replies that came before `timeout`.
+
+        This process's own handler, if any, answers too. Processes without a
+        handler do not reply (but are not waited for). Blocking: never call
+        it on the event-loop thread that runs the handler.
+        """
+        if self._commands is None:
+            return [self._runner.run(command, timeout)] if self._runner.handler else []
+        listening = self._subscriber is not None and self.stats.connected
+        return self._commands.send(command, timeout=timeout, listening_here=listening)
+
+    # ------------------------------------------------------------ stats
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the bus's mode, identity, counters, backlog and lag percentiles."""
+        return {
+            "mode": self.mode,
+            "origin": self.origin,
+            "worker_id": self.worker_id,
+            "channel": self.channel,
+            "subscribed": self._subscriber is not None,
+            "backlog": self._publisher.backlog if self._publisher else 0,
+            **self.stats.snapshot(),
+        }

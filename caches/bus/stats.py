@@ -1,0 +1,107 @@
+"""Bus counters and invalidation-lag percentiles over a rolling window."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+COUNTERS = (
+    "received",
+    "applied",
+    "local",
+    "own_skipped",
+    "duplicates",
+    "gaps",
+    "flushes",
+    "disconnects",
+    "published",
+    "publish_failures",
+    "backlog_dropped",
+    "rejected",
+    "commands_handled",
+)
+
+
+class LagWindow:
+    """The last `size` lag samples (seconds), summarised as p50/p99/max in ms."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+        self.total = 0
+
+    def add(self, seconds: float) -> None:
+        """Add one sample (clock skew between hosts can make it negative: keep 0)."""
+        self._samples.append(max(seconds, 0.0))
+        self.total += 1
+
+    def summary(self) -> dict[str, Any]:
+        """Return count, window size and p50/p99/max in milliseconds (None if empty)."""
+        ordered = sorted(self._samples)
+        if not ordered:
+            return {
+                "count": self.total,
+                "window": 0,
+                "p50_ms": None,
+                "p99_ms": None,
+                "max_ms": None,
+            }
+        return {
+            "count": self.total,
+            "window": len(ordered),
+            "p50_ms": _rank(ordered, 0.50) * 1000,
+            "p99_ms": _rank(ordered, 0.99) * 1000,
+            "max_ms": ordered[-1] * 1000,
+        }
+
+
+def _rank(ordered: list[float], quantile: float) -> float:
+    # Nearest-rank percentile.
+    return ordered[max(math.ceil(quantile * len(ordered)) - 1, 0)]
+
+
+class BusStats:
+    """Thread-safe counters, a connected flag and lag samples that tests can wait on."""
+
+    def __init__(self, lag_window: int = 1000) -> None:
+        self._cond = threading.Condition()
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._lag = LagWindow(lag_window)
+        self.connected = False
+
+    def incr(self, name: str, amount: int = 1) -> None:
+        """Add `amount` to counter `name`."""
+        with self._cond:
+            self._counts[name] += amount
+            self._cond.notify_all()
+
+    def set_connected(self, connected: bool) -> None:
+        """Record whether the subscriber is subscribed right now."""
+        with self._cond:
+            self.connected = connected
+            self._cond.notify_all()
+
+    def applied(self, lag: float | None) -> None:
+        """Count one applied bus message and its lag in seconds (None: not measured)."""
+        with self._cond:
+            self._counts["applied"] += 1
+            if lag is not None:
+                self._lag.add(lag)
+            self._cond.notify_all()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return every counter, the connected flag and the lag summary."""
+        with self._cond:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**self._counts, "connected": self.connected, "lag": self._lag.summary()}
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> bool:
+        """Block until `predicate(snapshot)` holds or `timeout` passes; return which."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self._snapshot()), timeout)

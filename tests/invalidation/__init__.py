@@ -1,0 +1,1 @@
+"""Tests of invalidation rules, write-path coverage and the bus."""

@@ -1,0 +1,312 @@
+"""The bus: message format, local delivery, Redis delivery, gaps, reconnects and commands."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from caches import bus
+from caches.bus import Bus
+from caches.bus.messages import (
+    INVALIDATE,
+    decode,
+    encode,
+    envelope,
+    events_from_json,
+    events_to_json,
+)
+from caches.bus.stats import LagWindow
+
+WAIT = 10.0
+
+
+class Recorder:
+    """An apply/flush pair that remembers what it was asked to do, and on which thread."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple] = []
+        self.threads: set[int] = set()
+        self.flushes = 0
+
+    def apply(self, events) -> None:
+        self.threads.add(threading.get_ident())
+        self.applied.extend(events)
+
+    def flush(self) -> dict[str, int]:
+        self.flushes += 1
+        return {"test": 0}
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def worker(redis_url, bus_channel, recorder) -> Iterator[Bus]:
+    """A subscribed bus on a fresh channel, applying into `recorder`."""
+    subscribed = Bus(redis_url=redis_url, channel=bus_channel, worker_id="w1")
+    subscribed.start_subscriber(apply=recorder.apply, flush=recorder.flush)
+    assert subscribed.stats.wait_for(lambda s: s["flushes"] >= 1, WAIT)
+    yield subscribed
+    subscribed.close()
+
+
+@pytest.fixture
+def other(redis_url, bus_channel) -> Iterator[Bus]:
+    """Another process's bus on the same channel (applies nothing locally)."""
+    sender = Bus(redis_url=redis_url, channel=bus_channel, apply=lambda events: None)
+    yield sender
+    sender.close()
+
+
+@pytest.fixture
+def raw(redis_url) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def _publish(raw, channel, *, origin, seq, events=(("tomori_state", "key", (1,)),)):
+    message = envelope(
+        INVALIDATE, origin=origin, seq=seq, events=events_to_json(events)
+    )
+    raw.publish(channel, encode(message))
+
+
+# ------------------------------------------------------------------ format
+
+
+def test_messages_round_trip_with_tuple_keys():
+    events = [("channel_prompt", "key", ((4, 5),)), ("llm", "reload", ())]
+    message = envelope(INVALIDATE, origin="o", seq=1, events=events_to_json(events))
+    decoded = decode(encode(message))
+    assert decoded["v"] == 1 and decoded["kind"] == "invalidate"
+    assert events_from_json(decoded["events"]) == events
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json",
+        b"[]",
+        b'{"v": 2, "origin": "o", "seq": 1, "sent_at": 1.0, "kind": "invalidate"}',
+        b'{"v": 1, "origin": "o", "seq": "1", "sent_at": 1.0, "kind": "invalidate"}',
+        b'{"v": 1, "origin": "o", "seq": 1, "sent_at": 1.0, "kind": "other"}',
+    ],
+)
+def test_invalid_messages_are_rejected(data):
+    assert decode(data) is None
+
+
+def test_lag_window_percentiles():
+    window = LagWindow(size=100)
+    for ms in range(1, 201):
+        window.add(ms / 1000)
+    summary = window.summary()
+    assert summary["count"] == 200 and summary["window"] == 100
+    assert summary["p50_ms"] == pytest.approx(150)
+    assert summary["p99_ms"] == pytest.approx(199)
+    assert summary["max_ms"] == pytest.approx(200)
+
+
+# ------------------------------------------------------------------ local
+
+
+def test_local_bus_applies_in_process_and_measures_lag(recorder):
+    local = Bus(apply=recorder.apply, flush=recorder.flush)
+    local.broadcast([("user", "key", (7,))])
+    stats = local.snapshot()
+    assert recorder.applied == [("user", "key", (7,))]
+    assert stats["mode"] == "local" and stats["applied"] == 1
+    assert stats["lag"]["count"] == 1
+
+
+def test_local_bus_hands_events_to_the_event_loop_thread(recorder):
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        local = Bus()
+        local.start_subscriber(apply=recorder.apply, flush=recorder.flush, loop=loop)
+        local.broadcast([("user", "key", (7,))])
+        assert local.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
+        assert recorder.threads == {thread.ident}
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+        loop.close()
+
+
+def test_module_functions_use_the_configured_bus(recorder):
+    configured = bus.configure(redis_url="", channel="tomori:test:module")
+    bus.start_subscriber(apply=recorder.apply)
+    bus.broadcast([("llm", "reload", ())])
+    assert bus.get_bus() is configured
+    assert bus.stats()["channel"] == "tomori:test:module"
+    assert bus.wait_for(lambda s: s["applied"] == 1, timeout=WAIT)
+    assert recorder.applied == [("llm", "reload", ())]
+
+
+# ------------------------------------------------------------------ redis
+
+
+def test_other_process_messages_are_applied_with_lag(worker, other, recorder):
+    other.broadcast([("tomori_state", "key", (42,))])
+
+    assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
+    assert recorder.applied == [("tomori_state", "key", (42,))]
+    assert worker.snapshot()["lag"]["count"] == 1
+    assert other.snapshot()["published"] == 1
+
+
+def test_own_messages_are_skipped(worker, raw, recorder):
+    _publish(raw, worker.channel, origin=worker.origin, seq=1)
+
+    assert worker.stats.wait_for(lambda s: s["own_skipped"] == 1, WAIT)
+    assert recorder.applied == []
+
+
+def test_sequence_gap_flushes_and_duplicates_are_harmless(worker, raw, recorder):
+    _publish(raw, worker.channel, origin="remote", seq=1)
+    _publish(raw, worker.channel, origin="remote", seq=3)  # seq 2 was lost
+    _publish(raw, worker.channel, origin="remote", seq=3)  # delivered twice
+    _publish(raw, worker.channel, origin="remote", seq=4)
+
+    assert worker.stats.wait_for(lambda s: s["received"] == 4, WAIT)
+    stats = worker.snapshot()
+    assert stats["gaps"] == 1 and stats["duplicates"] == 1
+    assert stats["flushes"] == 2  # subscribe + gap
+    assert len(recorder.applied) == 3
+
+
+def test_killed_connection_flushes_and_resubscribes(worker, other, raw, recorder):
+    killed = 0
+    for client in raw.client_list(_type="pubsub"):
+        if client.get("name") == worker.subscriber_name:
+            killed += raw.client_kill_filter(_id=client["id"])
+    assert killed == 1
+
+    assert worker.stats.wait_for(lambda s: s["flushes"] >= 2 and s["connected"], WAIT)
+    assert worker.snapshot()["disconnects"] >= 1
+    other.broadcast([("user", "key", (1,))])
+    assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
+
+
+def test_publish_failure_does_not_raise_and_is_logged_once(caplog, recorder):
+    down = Bus(redis_url="redis://127.0.0.1:1/15", channel="tomori:test:down")
+    down.start_subscriber(apply=recorder.apply, flush=recorder.flush)
+    try:
+        for n in range(3):
+            down.broadcast([("user", "key", (n,))])
+        stats = down.snapshot()
+    finally:
+        down.close(drain_timeout=0)
+
+    assert len(recorder.applied) == 3  # local delivery still happens
+    assert stats["publish_failures"] == 1 and stats["backlog"] == 3
+    assert caplog.text.count("cannot publish to Redis") == 1
+    assert "exiting with 3 unpublished invalidation message(s)" in caplog.text
+
+
+def test_backlog_is_published_in_order_once_redis_answers(
+    redis_url, bus_channel, worker, recorder
+):
+    sender = Bus(redis_url="redis://127.0.0.1:1/15", channel=bus_channel)
+    try:
+        sender.broadcast([("user", "key", (1,))])
+        sender.broadcast([("user", "key", (2,))])
+        # Redis comes back: point the publisher's pool at the live server.
+        sender._publisher.client = redis.Redis.from_url(redis_url)
+        assert worker.stats.wait_for(lambda s: s["applied"] == 2, WAIT)
+    finally:
+        sender.close()
+    assert recorder.applied == [("user", "key", (1,)), ("user", "key", (2,))]
+    assert worker.snapshot()["gaps"] == 0
+
+
+def test_stop_joins_promptly(redis_url, bus_channel, recorder):
+    subscribed = Bus(redis_url=redis_url, channel=bus_channel)
+    subscribed.start_subscriber(apply=recorder.apply, flush=recorder.flush)
+    assert subscribed.stats.wait_for(lambda s: s["connected"], WAIT)
+    started = time.monotonic()
+    subscribed.stop()
+    assert time.monotonic() - started < 1.0
+    assert not subscribed.snapshot()["connected"]
+    subscribed.close()
+
+
+# ------------------------------------------------------------------ commands
+
+
+def test_send_command_round_trip_over_redis(worker, other):
+    seen = []
+
+    def handler(command):
+        seen.append(threading.current_thread().name)
+        return {"ok": True, "removed": 3, "echo": command["op"]}
+
+    worker.set_command_handler(handler)
+    started = time.monotonic()
+    replies = other.send_command({"op": "clear_cache", "cache": "user"}, timeout=5.0)
+
+    assert time.monotonic() - started < 2.0  # every live worker answered: no waiting
+    assert len(replies) == 1
+    assert replies[0]["echo"] == "clear_cache" and replies[0]["removed"] == 3
+    assert replies[0]["worker_id"] == "w1" and replies[0]["origin"] == worker.origin
+    assert seen and seen[0].startswith("tomori-bus-command")
+
+
+def test_send_command_runs_an_async_handler_on_the_worker_loop(
+    redis_url, bus_channel, other, recorder
+):
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    subscribed = Bus(redis_url=redis_url, channel=bus_channel, worker_id="w2")
+    try:
+        subscribed.start_subscriber(
+            apply=recorder.apply, flush=recorder.flush, loop=loop
+        )
+        assert subscribed.stats.wait_for(lambda s: s["connected"], WAIT)
+
+        async def handler(command):
+            return {"ok": True, "thread": threading.get_ident()}
+
+        subscribed.set_command_handler(handler)
+        replies = other.send_command({"op": "clear_all"}, timeout=5.0)
+        assert [r["thread"] for r in replies] == [thread.ident]
+    finally:
+        subscribed.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+        loop.close()
+
+
+def test_handler_errors_become_failed_replies(worker, other):
+    def handler(command):
+        raise ValueError("no such cache")
+
+    worker.set_command_handler(handler)
+    replies = other.send_command({"op": "clear_cache"}, timeout=5.0)
+    assert replies[0]["ok"] is False and "no such cache" in replies[0]["error"]
+
+
+def test_processes_without_a_handler_do_not_reply_but_do_not_delay(worker, other):
+    started = time.monotonic()
+    assert other.send_command({"op": "clear_all"}, timeout=5.0) == []
+    assert time.monotonic() - started < 2.0
+
+
+def test_send_command_in_process_calls_the_handler_directly():
+    local = Bus(worker_id="embedded")
+    assert local.send_command({"op": "clear_all"}, timeout=1.0) == []
+    local.set_command_handler(lambda command: {"ok": True, "op": command["op"]})
+    assert local.send_command({"op": "clear_all"}, timeout=1.0) == [
+        {"ok": True, "op": "clear_all", "worker_id": "embedded", "origin": local.origin}
+    ]
