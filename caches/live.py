@@ -1,6 +1,6 @@
 """Live worker snapshots: each bot worker publishes its registry state for the admin.
 
-With Redis, a worker writes `tomori:worker:<id>` with an expiry a few times
+With Redis, a worker writes `<bus channel>:worker:<id>` with an expiry a few times
 the publish interval, so a worker that dies disappears from the dashboard on
 its own. Without Redis (the embedded default, admin and worker in one
 process) the snapshot is kept in this module.
@@ -18,10 +18,16 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
-KEY_PREFIX = "tomori:worker:"
+# Empty: namespaced by the bus channel, so deployments sharing a Redis stay apart.
+KEY_PREFIX = ""
 _local: dict[str, tuple[float, dict[str, Any]]] = {}
 _local_lock = threading.Lock()
 _redis_client: Any = None
+
+
+def key_prefix() -> str:
+    """Return the Redis key prefix of worker snapshots."""
+    return KEY_PREFIX or f"{settings.TOMORI_BUS_CHANNEL}:worker:"
 
 
 def snapshot_ttl_seconds() -> float:
@@ -50,7 +56,7 @@ def publish_snapshot(worker_id: str, snapshot: dict[str, Any]) -> bool:
         return True
     try:
         _redis().set(
-            KEY_PREFIX + worker_id, json.dumps(payload, default=str), px=int(ttl * 1000)
+            key_prefix() + worker_id, json.dumps(payload, default=str), px=int(ttl * 1000)
         )
     except Exception as exc:  # noqa: BLE001 (a dashboard feed must not break the worker)
         logger.warning("could not publish the worker snapshot: %s", exc)
@@ -64,7 +70,7 @@ def withdraw_snapshot(worker_id: str) -> None:
         _local.pop(worker_id, None)
     if settings.REDIS_URL:
         try:
-            _redis().delete(KEY_PREFIX + worker_id)
+            _redis().delete(key_prefix() + worker_id)
         except Exception as exc:  # noqa: BLE001
             logger.warning("could not withdraw the worker snapshot: %s", exc)
 
@@ -79,7 +85,7 @@ def live_snapshots() -> list[dict[str, Any]]:
             found = [snap for _, snap in _local.values()]
         return sorted(found, key=lambda s: s["worker_id"])
     client = _redis()
-    keys = sorted(client.scan_iter(match=KEY_PREFIX + "*", count=100))
+    keys = sorted(client.scan_iter(match=key_prefix() + "*", count=100))
     values = client.mget(keys) if keys else []
     return [json.loads(v) for v in values if v is not None]
 

@@ -80,7 +80,8 @@ class ShardLock:
 
     @property
     def _key(self) -> str:
-        return f"tomori:lock:{self.name}"
+        # Namespaced by the bus channel: deployments sharing a Redis don't collide.
+        return f"{settings.TOMORI_BUS_CHANNEL}:lock:{self.name}"
 
     def _acquire_redis(self) -> None:
         import redis
