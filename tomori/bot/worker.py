@@ -2,9 +2,10 @@
 
 Start-up order (settings were validated by the command's system checks):
 1. libvips limits, before any image work (they configure one shared instance);
-2. warm the LLM cache, the catalogs (stored snapshots first, network later)
+2. subscribe to the bus (invalidations and operator commands) — before
+   warming, so no invalidation committed during the warm-up is missed;
+3. warm the LLM cache, the catalogs (stored snapshots first, network later)
    and the preset avatars;
-3. subscribe to the bus (invalidations and operator commands);
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
    catalog stale check, live snapshot, shard-lock renewal;
 5. log in (to Discord, or to the built-in simulated Discord).
@@ -127,8 +128,13 @@ class BotWorker:
             cache_files=settings.SHARP_CACHE_FILES,
         )
         logger.info("libvips limits in effect: %s", effective)
-        await self._warm_caches()
+        # Subscribe before warming: the first subscription clears every
+        # invalidatable cache, and a write committed while warming must not
+        # be missed.
         self._subscribe()
+        await self._warm_caches()
+        assert self.context is not None
+        self.context.catalogs = self.catalogs
         self._start_timers()
         await self._log_in()
         self.ready.set()
@@ -177,7 +183,6 @@ class BotWorker:
         self.context = WorkerContext(
             worker_id=self.worker_id,
             shard_ids=self.options.shard_ids,
-            catalogs=self.catalogs,
             loop=loop,
         )
         bus.start_subscriber(loop=loop)
