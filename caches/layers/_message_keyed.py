@@ -1,6 +1,7 @@
 """A message-id keyed TTL cache that tells "expired" from "never seen".
 
-Shared by the voice transcript and markdown table layers. Values live in a
+Shared by the voice transcript and markdown table layers, which
+`message_keyed_layer` builds and registers alike. Values live in a
 `BoundedTTLCache`; beside it, a ring of the last `seen_cap` message ids ever
 stored (an int in a deque and a set: roughly 70-100 bytes each, values are
 not kept) answers whether a missing id was once there. So the "Show Markdown"
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock
+from caches.layers._support import knob, minutes_setting, sweep_interval
+from caches.registry import EmergencyPolicy, registry
 
 V = TypeVar("V")
 
@@ -131,3 +134,28 @@ def parse_snowflake(text: str) -> int:
     if value <= 0:
         raise ValueError("a Discord id is a positive integer")
     return value
+
+
+def message_keyed_layer(
+    name: str, *, cap_setting: str, ttl_setting: str, description: str
+) -> MessageKeyedCache[Any]:
+    """Build a layer from its cap and ttl (minutes) settings and register it.
+
+    Cleared in an emergency, and not invalidatable: what a sent message
+    carried never changes, so a bus gap cannot make an entry stale.
+    """
+    cache: MessageKeyedCache[Any] = MessageKeyedCache(
+        name,
+        maxsize=int(knob(cap_setting)),
+        ttl=minutes_setting(ttl_setting),
+        sweep_interval=sweep_interval(),
+    )
+    return registry.register(
+        name,
+        cache,
+        policy=EmergencyPolicy.CLEAR,
+        invalidatable=False,
+        description=description,
+        key_help="a Discord message id",
+        parse_key=parse_snowflake,
+    )

@@ -1,5 +1,6 @@
 """A static token-limit map served through a cache, for the provider capability layers.
 
+`static_limit_layer` builds and registers one the same way for every provider.
 The table is code, so the cache in front of it is refilled from the table on
 a miss: clearing it (an operator, or a test's `registry.clear_all()`) frees
 memory and loses nothing. Lookups normalise the model name (lowercase, no
@@ -16,6 +17,7 @@ from types import MappingProxyType
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import sweep_interval
+from caches.registry import EmergencyPolicy, registry
 
 #: Distinct names remembered (known and unknown) per map.
 MAX_NAMES = 512
@@ -70,3 +72,29 @@ class StaticLimitMap:
             value = self.resolve(name)
             self.cache.set(name, value)
         return value
+
+
+def static_limit_layer(
+    name: str,
+    table: Mapping[str, TokenLimits],
+    *,
+    prefixes: tuple[str, ...],
+    description: str,
+    key_example: str,
+) -> StaticLimitMap:
+    """Build a provider's limit map and register its cache under `name`.
+
+    Preserved in an emergency and not invalidatable: the table is code, so no
+    write can make an entry stale and a clear would only cost refills.
+    """
+    limits = StaticLimitMap(name, table, prefixes=prefixes)
+    registry.register(
+        name,
+        limits.cache,
+        policy=EmergencyPolicy.PRESERVE,
+        invalidatable=False,
+        description=description,
+        parse_key=limits.parse_key,
+        key_help=f"normalised model name, e.g. {key_example}",
+    )
+    return limits

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from caches.layers._static_limits import StaticLimitMap, TokenLimits
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._static_limits import TokenLimits, static_limit_layer
 
 NAME = "gemini_capability"
 
@@ -21,20 +20,15 @@ GEMINI_TOKEN_LIMITS: dict[str, TokenLimits] = {
     "gemini-1.5-flash-8b": TokenLimits(_M, 8_192),
 }
 
-_map = StaticLimitMap(NAME, GEMINI_TOKEN_LIMITS, prefixes=("models/", "google/"))
+_map = static_limit_layer(
+    NAME,
+    GEMINI_TOKEN_LIMITS,
+    prefixes=("models/", "google/"),
+    description="Static token limits of known Gemini models (refilled from code).",
+    key_example="gemini-2.5-flash",
+)
 
 
 def get_gemini_token_limits(model: str) -> TokenLimits | None:
     """Return a Gemini model's token limits, or None when it is not known."""
     return _map.lookup(model)
-
-
-registry.register(
-    NAME,
-    _map.cache,
-    policy=EmergencyPolicy.PRESERVE,
-    invalidatable=False,
-    description="Static token limits of known Gemini models (refilled from code).",
-    parse_key=_map.parse_key,
-    key_help="normalised model name, e.g. gemini-2.5-flash",
-)

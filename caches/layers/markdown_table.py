@@ -14,17 +14,16 @@ from caches.layers._message_keyed import (
     Lookup,
     LookupStatus,
     MessageKeyedCache,
-    parse_snowflake,
+    message_keyed_layer,
 )
-from caches.registry import EmergencyPolicy, registry
 
 NAME = "markdown_table"
 
-_cache: MessageKeyedCache[str] = MessageKeyedCache(
+_cache: MessageKeyedCache[str] = message_keyed_layer(
     NAME,
-    maxsize=settings.MARKDOWN_TABLE_CACHE_MAX_ENTRIES,
-    ttl=settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60.0,
-    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+    cap_setting="MARKDOWN_TABLE_CACHE_MAX_ENTRIES",
+    ttl_setting="MARKDOWN_TABLE_CACHE_TTL_MINUTES",
+    description="Markdown behind rendered table images (message id -> markdown).",
 )
 
 
@@ -52,17 +51,6 @@ def invalidate_markdown_table(message_disc_id: int) -> int:
     """Forget one message's markdown (the message was deleted)."""
     return _cache.invalidate(message_disc_id)
 
-
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
-    # A sent table never changes: a bus gap cannot make an entry stale.
-    invalidatable=False,
-    description="Markdown behind rendered table images (message id -> markdown).",
-    key_help="a Discord message id",
-    parse_key=parse_snowflake,
-)
 
 __all__ = [
     "Lookup",

@@ -6,8 +6,7 @@ context depends on its subscription (see the novelai_subscription layer).
 
 from __future__ import annotations
 
-from caches.layers._static_limits import StaticLimitMap, TokenLimits
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._static_limits import TokenLimits, static_limit_layer
 
 NAME = "novelai_capability"
 
@@ -17,20 +16,15 @@ NOVELAI_TOKEN_LIMITS: dict[str, TokenLimits] = {
     "clio-v1": TokenLimits(8_192, 150),
 }
 
-_map = StaticLimitMap(NAME, NOVELAI_TOKEN_LIMITS, prefixes=("novelai/",))
+_map = static_limit_layer(
+    NAME,
+    NOVELAI_TOKEN_LIMITS,
+    prefixes=("novelai/",),
+    description="Static token limits of known NovelAI models (refilled from code).",
+    key_example="kayra-v1",
+)
 
 
 def get_novelai_token_limits(model: str) -> TokenLimits | None:
     """Return a NovelAI model's token limits, or None when it is not known."""
     return _map.lookup(model)
-
-
-registry.register(
-    NAME,
-    _map.cache,
-    policy=EmergencyPolicy.PRESERVE,
-    invalidatable=False,
-    description="Static token limits of known NovelAI models (refilled from code).",
-    parse_key=_map.parse_key,
-    key_help="normalised model name, e.g. kayra-v1",
-)

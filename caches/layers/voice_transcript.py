@@ -9,15 +9,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from caches.layers._message_keyed import (
     Lookup,
     LookupStatus,
     MessageKeyedCache,
-    parse_snowflake,
+    message_keyed_layer,
 )
-from caches.registry import EmergencyPolicy, registry
 
 NAME = "voice_transcript"
 
@@ -37,11 +34,11 @@ class VoiceTranscript:
     source: TranscriptSource
 
 
-_cache: MessageKeyedCache[VoiceTranscript] = MessageKeyedCache(
+_cache: MessageKeyedCache[VoiceTranscript] = message_keyed_layer(
     NAME,
-    maxsize=settings.VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES,
-    ttl=settings.VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60.0,
-    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+    cap_setting="VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES",
+    ttl_setting="VOICE_TRANSCRIPT_CACHE_TTL_MINUTES",
+    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
 )
 
 
@@ -66,17 +63,6 @@ def invalidate_voice_transcript(message_disc_id: int) -> int:
     """Forget one message's transcript (the message was deleted)."""
     return _cache.invalidate(message_disc_id)
 
-
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
-    # Transcripts of a message never change: a bus gap cannot make them stale.
-    invalidatable=False,
-    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
-    key_help="a Discord message id",
-    parse_key=parse_snowflake,
-)
 
 __all__ = [
     "Lookup",

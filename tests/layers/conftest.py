@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -12,24 +13,7 @@ from asgiref.sync import async_to_sync
 from django.db import OperationalError
 
 from caches.core import FakeClock
-from caches.layers import (
-    channel_llm,
-    channel_prompt,
-    channel_whitelist,
-    emoji_sticker,
-    gemini_capability,
-    guild_mcp_config,
-    llm,
-    novelai_capability,
-    novelai_subscription,
-    persona_sprite,
-    persona_sprite_message,
-    personal_spotlight,
-    preset_avatar,
-    st_preset,
-    tomori_state,
-    user,
-)
+from caches.layers import persona_sprite_message
 from caches.registry import registry
 from tomori.repositories import llms as llms_repo
 from tomori.repositories import servers as servers_repo
@@ -40,25 +24,26 @@ from tomori.repositories.users import UserRecord
 
 T = TypeVar("T")
 
-LAYER_MODULES = (
-    tomori_state,
-    user,
-    emoji_sticker,
-    channel_whitelist,
-    channel_llm,
-    channel_prompt,
-    persona_sprite,
-    persona_sprite_message,
-    personal_spotlight,
-    guild_mcp_config,
-    st_preset,
-    novelai_subscription,
-    llm,
-    preset_avatar,
-    gemini_capability,
-    novelai_capability,
+LAYER_NAMES = (
+    "tomori_state",
+    "user",
+    "emoji_sticker",
+    "channel_whitelist",
+    "channel_llm",
+    "channel_prompt",
+    "persona_sprite",
+    "persona_sprite_message",
+    "personal_spotlight",
+    "guild_mcp_config",
+    "st_preset",
+    "novelai_subscription",
+    "llm",
+    "preset_avatar",
+    "gemini_capability",
+    "novelai_capability",
 )
-LAYER_NAMES = tuple(module.NAME for module in LAYER_MODULES)
+for _name in LAYER_NAMES:  # importing a layer registers it; each module is its name
+    importlib.import_module(f"caches.layers.{_name}")
 
 _ids = itertools.count(100_000_000_000_000_000)
 
@@ -165,6 +150,15 @@ def make_persona(db: None) -> Callable[..., PersonaRecord]:
         return servers_repo.persona_create(server_id=server.id, **fields)
 
     return make
+
+
+@pytest.fixture
+def persona(
+    make_server: Callable[..., ServerRecord],
+    make_persona: Callable[..., PersonaRecord],
+) -> PersonaRecord:
+    """Return the main persona of a new server."""
+    return make_persona(make_server(), is_main=True)
 
 
 @pytest.fixture

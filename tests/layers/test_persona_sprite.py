@@ -20,11 +20,6 @@ pytestmark = pytest.mark.django_db
 TTL = 10 * 60.0
 
 
-@pytest.fixture
-def persona(make_server, make_persona):
-    return make_persona(make_server(), is_main=True)
-
-
 def sprite(name: str, instructions: str = "") -> SpriteInput:
     return SpriteInput(
         name=name,

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.django_db
 TTL = 120 * 60.0
 
 
-@pytest.fixture
-def persona(make_server, make_persona):
-    return make_persona(make_server(), is_main=True)
-
-
 def record(run, persona, message_id: int):
     return run(
         record_persona_sprite_message,

@@ -12,7 +12,8 @@ emergency clear only sweeps expired entries.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
+from typing import Unpack
 
 from django.conf import settings
 
@@ -23,7 +24,7 @@ from caches.layers.short_term_memory.keys import (
     server_short_term_memory_key,
     user_short_term_memory_key,
 )
-from caches.layers.short_term_memory.store import ShortTermMemoryStore
+from caches.layers.short_term_memory.store import ScopeFilters, ShortTermMemoryStore
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories.memory import DeleteWhere
 
@@ -40,36 +41,9 @@ def short_term_memory_store() -> ShortTermMemoryStore:
     return _store
 
 
-async def store_short_term_memory(
-    *,
-    user_disc_id: int,
-    channel_disc_id: int,
-    messages: Sequence[StmMessage],
-    server_disc_id: int | None = None,
-    persona_id: int | None = None,
-    persona_lineage: Sequence[int] = (),
-    channel_name: str | None = None,
-    server_name: str | None = None,
-    parent_channel_disc_id: int | None = None,
-    categories: Sequence[str] | None = None,
-) -> ShortTermMemoryEntry:
-    """Store a channel's latest messages; keep its summary, count the turn.
-
-    Writes the user-scoped key always and the server-shared key when
-    `server_disc_id` is given (None means a DM). Returns the user entry.
-    """
-    return await _store.store(
-        user_disc_id=user_disc_id,
-        channel_disc_id=channel_disc_id,
-        messages=messages,
-        server_disc_id=server_disc_id,
-        persona_id=persona_id,
-        persona_lineage=persona_lineage,
-        channel_name=channel_name,
-        server_name=server_name,
-        parent_channel_disc_id=parent_channel_disc_id,
-        categories=categories,
-    )
+# The two writes are the store's own methods: the layer adds nothing to them.
+store_short_term_memory = _store.store
+update_short_term_memory_summary = _store.update_summary
 
 
 async def get_short_term_memory_for_user_channel(
@@ -89,37 +63,17 @@ async def get_short_term_memory_for_server_channel(
 
 
 async def get_short_term_memories_for_user(
-    user_disc_id: int,
-    *,
-    exclude_channel_disc_id: int | None = None,
-    persona_lineage: Collection[int] | None = None,
-    limit: int | None = None,
+    user_disc_id: int, **filters: Unpack[ScopeFilters]
 ) -> list[ShortTermMemoryEntry]:
     """Return a user's entries across channels and servers, newest first."""
-    return await _store.list_scope(
-        _k.USER,
-        user_disc_id,
-        exclude_channel_disc_id=exclude_channel_disc_id,
-        persona_lineage=persona_lineage,
-        limit=limit,
-    )
+    return await _store.list_scope(_k.USER, user_disc_id, **filters)
 
 
 async def get_short_term_memories_for_server(
-    server_disc_id: int,
-    *,
-    exclude_channel_disc_id: int | None = None,
-    persona_lineage: Collection[int] | None = None,
-    limit: int | None = None,
+    server_disc_id: int, **filters: Unpack[ScopeFilters]
 ) -> list[ShortTermMemoryEntry]:
     """Return a server's shared entries (every channel and persona), newest first."""
-    return await _store.list_scope(
-        _k.SERVER,
-        server_disc_id,
-        exclude_channel_disc_id=exclude_channel_disc_id,
-        persona_lineage=persona_lineage,
-        limit=limit,
-    )
+    return await _store.list_scope(_k.SERVER, server_disc_id, **filters)
 
 
 async def get_short_term_memories_from_other_channels(
@@ -143,26 +97,6 @@ async def get_short_term_memories_from_other_channels(
         if len(latest) == limit:
             break
     return list(latest.values())
-
-
-async def update_short_term_memory_summary(
-    *,
-    channel_disc_id: int,
-    summary: str,
-    user_disc_id: int | None = None,
-    server_disc_id: int | None = None,
-    persona_id: int | None = None,
-    categories: Sequence[str] | None = None,
-) -> list[ShortTermMemoryEntry]:
-    """Set the summary of a channel's user and/or server entry; return them."""
-    return await _store.update_summary(
-        channel_disc_id=channel_disc_id,
-        summary=summary,
-        user_disc_id=user_disc_id,
-        server_disc_id=server_disc_id,
-        persona_id=persona_id,
-        categories=categories,
-    )
 
 
 def clear_short_term_memory_for_user(user_disc_id: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 
@@ -29,6 +29,16 @@ from tomori.repositories import memory as repo
 from tomori.repositories.memory import DeleteKeys, DeleteWhere
 
 Value = ShortTermMemoryEntry | None
+
+
+class ScopeFilters(TypedDict, total=False):
+    """What a listing of one user's or server's entries leaves out (see list_scope)."""
+
+    exclude_channel_disc_id: int | None
+    persona_lineage: Collection[int] | None
+    limit: int | None
+
+
 # The listing index may hold this many dead keys before it is rebuilt.
 _INDEX_SLACK = 1024
 
@@ -132,7 +142,11 @@ class ShortTermMemoryStore:
         parent_channel_disc_id: int | None = None,
         categories: Sequence[str] | None = None,
     ) -> ShortTermMemoryEntry:
-        """Store the latest messages in the user key and, in a guild, the server key."""
+        """Store a channel's latest messages; keep its summary, count the turn.
+
+        Writes the user-scoped key always and the server-shared key when
+        `server_disc_id` is given (None means a DM). Returns the user entry.
+        """
         where = _Where(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         bases = await self._bases(where)
         # No await from here on: read-merge-write of both keys is atomic.

@@ -1,0 +1,114 @@
+"""Per-(server, channel) override caches, the shape the channel LLM and prompt layers share.
+
+Keyed by (server_id, channel_disc_id); a channel with no override is cached as
+None so unconfigured channels cost one lookup. Each entry holds only that
+channel's own override: a thread without one inherits its parent's at read
+time, so a parent's change reaches its threads with no entry of theirs to
+drop. A database error answers "no override", is logged and caches nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from django.db import Error as DatabaseError
+
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers._support import (
+    cached,
+    minutes_setting,
+    new_cache,
+    parse_int_pair,
+    run_db,
+)
+from caches.registry import EmergencyPolicy, registry
+
+V = TypeVar("V")
+
+
+class ChannelOverrideCache(Generic[V]):
+    """One registered layer of per-channel overrides (None: the channel has none)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cap_setting: str,
+        load: Callable[[int, int], V | None],
+        fallback: str,
+        description: str,
+    ) -> None:
+        """Build and register the layer; `load(server_id, channel_disc_id)` reads one row.
+
+        `fallback` names what a caller uses without an override (for the log).
+        """
+        self.name = name
+        self.cache: BoundedTTLCache[tuple[int, int], V | None] = new_cache(
+            name,
+            cap_setting=cap_setting,
+            ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
+        )
+        self._load_row = load
+        self._fallback = fallback
+        # The layer module's logger, so log routing does not see this helper.
+        self._logger = logging.getLogger(f"caches.layers.{name}")
+        registry.register(
+            name,
+            self.cache,
+            policy=EmergencyPolicy.CLEAR,
+            description=description,
+            key_help="server_id:channel_disc_id (internal server id, Discord channel id)",
+            parse_key=parse_int_pair,
+            ops={"server": self.invalidate_server, "channel": self.invalidate},
+        )
+
+    async def get(
+        self, server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None
+    ) -> V | None:
+        """Return the channel's override, else its parent's (a thread); None on a database error."""
+        try:
+            # The channel's own entry is read inline: a hit awaits nothing.
+            value = cached(self.cache, (server_id, channel_disc_id))
+            if value is MISSING:
+                value = await self._load(server_id, channel_disc_id)
+            if value is None and parent_disc_id is not None:
+                value = await self.own(server_id, parent_disc_id)
+        except DatabaseError as exc:
+            self._logger.warning(
+                "%s: override of %s/%s unreadable, using %s: %s",
+                self.name,
+                server_id,
+                channel_disc_id,
+                self._fallback,
+                exc,
+            )
+            return None
+        return value  # type: ignore[no-any-return]
+
+    async def own(self, server_id: int, channel_disc_id: int) -> V | None:
+        """Return the channel's own override, loading it on a miss (errors propagate)."""
+        value = cached(self.cache, (server_id, channel_disc_id))
+        if value is not MISSING:
+            return value  # type: ignore[no-any-return]
+        return await self._load(server_id, channel_disc_id)
+
+    def _load(self, server_id: int, channel_disc_id: int) -> Awaitable[V | None]:
+        """Load a missed entry (single flight); only a miss builds this closure."""
+        return self.cache.get_or_load(
+            (server_id, channel_disc_id),
+            lambda: run_db(self._load_row, server_id, channel_disc_id),
+        )
+
+    def invalidate(self, server_id: int, channel_disc_id: int | None = None) -> int:
+        """Drop one channel's entry, or every entry of the server; return removals."""
+        if channel_disc_id is None:
+            return self.cache.invalidate_where(
+                lambda key: isinstance(key, tuple) and key[0] == server_id
+            )
+        return self.cache.invalidate((server_id, channel_disc_id))
+
+    def invalidate_server(self, server_id: int) -> int:
+        """Drop every entry of the server; return removals."""
+        return self.invalidate(server_id)
