@@ -56,7 +56,9 @@ def publish_snapshot(worker_id: str, snapshot: dict[str, Any]) -> bool:
         return True
     try:
         _redis().set(
-            key_prefix() + worker_id, json.dumps(payload, default=str), px=int(ttl * 1000)
+            key_prefix() + worker_id,
+            json.dumps(payload, default=str),
+            px=int(ttl * 1000),
         )
     except Exception as exc:  # noqa: BLE001 (a dashboard feed must not break the worker)
         logger.warning("could not publish the worker snapshot: %s", exc)

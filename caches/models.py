@@ -12,3 +12,6 @@ class CacheControl(models.Model):
         permissions = [("manage_caches", "Can clear and invalidate caches")]
         verbose_name = "cache dashboard"
         verbose_name_plural = "cache dashboard"
+
+    def __str__(self) -> str:
+        return "cache dashboard"

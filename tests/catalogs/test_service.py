@@ -59,27 +59,37 @@ def openrouter() -> Iterator[FakeOpenRouter]:
 def test_task_stores_a_snapshot_per_catalog(openrouter: FakeOpenRouter) -> None:
     catalogs = build_catalog_set(base_url=openrouter.base_url)
     outcome = refresh_and_store(force=True, catalogs=catalogs)
-    assert outcome == dict.fromkeys(("text", "embedding", "image", "video"), "refreshed")
+    assert outcome == dict.fromkeys(
+        ("text", "embedding", "image", "video"), "refreshed"
+    )
     counts = dict(CatalogSnapshot.objects.values_list("catalog", "model_count"))
     assert counts == {"text": 2, "embedding": 1, "image": 1, "video": 1}
 
 
 @pytest.mark.django_db(transaction=True)
 def test_fresh_snapshots_are_not_fetched_again(openrouter: FakeOpenRouter) -> None:
-    refresh_and_store(force=True, catalogs=build_catalog_set(base_url=openrouter.base_url))
+    refresh_and_store(
+        force=True, catalogs=build_catalog_set(base_url=openrouter.base_url)
+    )
     requests = openrouter.request_count("text")
-    outcome = refresh_and_store(catalogs=build_catalog_set(base_url=openrouter.base_url))
+    outcome = refresh_and_store(
+        catalogs=build_catalog_set(base_url=openrouter.base_url)
+    )
     assert set(outcome.values()) == {"fresh"}
     assert openrouter.request_count("text") == requests
 
 
 @pytest.mark.django_db(transaction=True)
 def test_failed_fetch_stores_and_announces_nothing(openrouter: FakeOpenRouter) -> None:
-    save_catalog_snapshot("text", [text_model("old/model")], fetched_at=datetime(2020, 1, 1, tzinfo=UTC))
+    save_catalog_snapshot(
+        "text", [text_model("old/model")], fetched_at=datetime(2020, 1, 1, tzinfo=UTC)
+    )
     openrouter.respond("text", status=503)
     openrouter.respond("video", json_body={"data": []})
     before = bus.stats()["local"]
-    outcome = refresh_and_store(force=True, catalogs=build_catalog_set(base_url=openrouter.base_url))
+    outcome = refresh_and_store(
+        force=True, catalogs=build_catalog_set(base_url=openrouter.base_url)
+    )
     assert outcome["text"] == "failed" and outcome["video"] == "failed"
     stored = CatalogSnapshot.objects.get(catalog="text")
     assert stored.payload == [text_model("old/model")]
@@ -88,7 +98,9 @@ def test_failed_fetch_stores_and_announces_nothing(openrouter: FakeOpenRouter) -
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_worker_with_a_stored_snapshot_and_a_dead_server_is_ready_at_once() -> None:
+async def test_worker_with_a_stored_snapshot_and_a_dead_server_is_ready_at_once() -> (
+    None
+):
     from asgiref.sync import sync_to_async
 
     await sync_to_async(save_catalog_snapshot)(
@@ -114,7 +126,9 @@ async def test_announced_snapshot_is_swapped_into_a_subscribed_worker() -> None:
     async with FakeOpenRouter(catalogs=starter_catalogs()) as fake:
         fake.add_model("text", text_model("new/model"))
         fetcher = build_catalog_set(base_url=fake.base_url)
-        await sync_to_async(refresh_and_store, thread_sensitive=False)(force=True, catalogs=fetcher)
+        await sync_to_async(refresh_and_store, thread_sensitive=False)(
+            force=True, catalogs=fetcher
+        )
     for _ in range(100):  # the reload runs as a task on this loop
         if catalogs.text.get("new/model") is not None:
             break
@@ -125,7 +139,9 @@ async def test_announced_snapshot_is_swapped_into_a_subscribed_worker() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_beat_task_runs_eagerly_through_celery(openrouter: FakeOpenRouter, settings) -> None:  # type: ignore[no-untyped-def]
+def test_beat_task_runs_eagerly_through_celery(
+    openrouter: FakeOpenRouter, settings
+) -> None:  # type: ignore[no-untyped-def]
     settings.OPENROUTER_BASE_URL = openrouter.base_url
     refresh_openrouter_catalogs.apply(kwargs={"force": True})
     assert CatalogSnapshot.objects.count() == 4
@@ -153,13 +169,36 @@ def test_real_celery_worker_refreshes_and_the_bus_announces_it(
         "OPENROUTER_BASE_URL": openrouter.base_url,
     }
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tomori", "worker", "--pool", "solo",
-         "--concurrency", "1", "-Q", "tomori-test", "--without-heartbeat",
-         "--without-mingle", "--without-gossip", "-l", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tomori",
+            "worker",
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "-Q",
+            "tomori-test",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
-        app.send_task("caches.refresh_openrouter_catalogs", kwargs={"force": True}, queue="tomori-test")
+        app.send_task(
+            "caches.refresh_openrouter_catalogs",
+            kwargs={"force": True},
+            queue="tomori-test",
+        )
         assert bus.wait_for(lambda s: s.get("applied", 0) >= 4, timeout=60)
         assert CatalogSnapshot.objects.count() == 4
     finally:

@@ -1,0 +1,273 @@
+"""MessagePipeline: resolve, through the cache layers, what one message's turn needs."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from caches.catalogs import CatalogSet
+from caches.layers.channel_llm import get_cached_channel_llm
+from caches.layers.channel_prompt import get_cached_channel_prompt
+from caches.layers.channel_whitelist import get_cached_whitelist_status
+from caches.layers.persona_sprite import get_cached_prompt_sprites
+from caches.layers.tomori_state import TomoriState, get_cached_tomori_state
+from caches.layers.user import get_cached_blacklist_status, get_cached_privacy_level
+from tomori.bot.pipeline.history import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_SCAN_LIMIT,
+    history_window,
+    resolve_history,
+)
+from tomori.bot.pipeline.memory import MemoryStep
+from tomori.bot.pipeline.resolve import (
+    choose_model,
+    choose_persona,
+    role_ids,
+    server_extras,
+    spotlight_persona_id,
+    user_row,
+)
+from tomori.bot.pipeline.turn import (
+    Outcome,
+    ResolvedTurn,
+    model_fields,
+    persona_fields,
+)
+from tomori.bot.pipeline.waiting import CountWaiters
+from tomori.repositories.channels import WhitelistDecision
+
+if TYPE_CHECKING:
+    from tomori.bot.responder import Responder
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PipelineCounters:
+    """What the pipeline has seen; `processed` counts every message, skipped or not."""
+
+    received: int = 0
+    processed: int = 0
+    turns: int = 0
+    skipped_own: int = 0
+    skipped_bots: int = 0
+    errors: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the counters as plain data (snapshots, logs)."""
+        return {
+            "received": self.received,
+            "processed": self.processed,
+            "turns": self.turns,
+            "skipped_own": self.skipped_own,
+            "skipped_bots": self.skipped_bots,
+            "errors": self.errors,
+            "outcomes": dict(self.outcomes),
+        }
+
+
+class MessagePipeline:
+    """Turn discord.py messages into ResolvedTurns and hand them to a responder.
+
+    `attach(client)` gives it the bot's own user (to skip its messages) and
+    discord.py's message cache (the history window). Everything else comes
+    from the cache layers; a warm turn for a known (server, user, channel)
+    queries no database.
+    """
+
+    def __init__(
+        self,
+        *,
+        responder: Responder | None = None,
+        catalogs: CatalogSet | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+        history_scan_limit: int = DEFAULT_SCAN_LIMIT,
+        capture_short_term_memory: bool = True,
+    ) -> None:
+        if responder is None:
+            # Imported here: the responder module imports this package's turn.
+            from tomori.bot.responder import RecordingResponder
+
+            responder = RecordingResponder()
+        self.responder: Responder = responder
+        self.catalogs = catalogs
+        self.history_limit = history_limit
+        self.history_scan_limit = history_scan_limit
+        # The crude message count is read once: a Django setting read costs a
+        # lazy-object lookup, and this runs on every turn.
+        crude = int(settings.SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT)
+        self.memory = MemoryStep(capture=capture_short_term_memory, keep=crude - 1)
+        self.counters = PipelineCounters()
+        self._client: Any = None
+        self._waiters = CountWaiters()
+
+    def attach(self, client: Any) -> None:
+        """Read the bot's user and discord.py's message cache from `client`."""
+        self._client = client
+
+    @property
+    def self_id(self) -> int | None:
+        """Return the bot's own user id once the client is logged in."""
+        user = getattr(self._client, "user", None)
+        return None if user is None else user.id
+
+    def _cached_messages(self) -> Sequence[Any] | None:
+        state = getattr(self._client, "_connection", None)
+        return getattr(state, "_messages", None)
+
+    async def wait_processed(self, count: int, *, timeout: float | None = None) -> None:
+        """Return once `count` messages have been processed (skipped ones included)."""
+        await self._waiters.wait(self.counters.processed, count, timeout)
+
+    async def handle(self, message: Any) -> ResolvedTurn | None:
+        """Resolve one message and pass its turn on; None if skipped or failed.
+
+        Never raises (but for cancellation): errors are logged and counted.
+        """
+        counters = self.counters
+        counters.received += 1
+        try:
+            return await self._handle(message)
+        except Exception:
+            counters.errors += 1
+            logger.exception("pipeline: message %s failed", getattr(message, "id", "?"))
+            return None
+        finally:
+            counters.processed += 1
+            self._waiters.notify(counters.processed)
+
+    async def _handle(self, message: Any) -> ResolvedTurn | None:
+        author = message.author
+        if author.id == self.self_id:
+            self.counters.skipped_own += 1
+            return None
+        if author.bot:  # other bots, and webhooks (their author is a bot user)
+            self.counters.skipped_bots += 1
+            return None
+        guild = message.guild
+        if guild is None:
+            turn = await self._resolve_dm(message)
+        else:
+            turn = await self._resolve_guild(message, guild)
+        self.counters.turns += 1
+        self.counters.outcomes[turn.outcome] += 1
+        await self.responder.respond(turn)
+        return turn
+
+    def _base(self, message: Any, **fields: Any) -> dict[str, Any]:
+        self_id = self.self_id
+        return {
+            "message_id": message.id,
+            "channel_disc_id": message.channel.id,
+            "user_disc_id": message.author.id,
+            "mentions_bot": any(user.id == self_id for user in message.mentions),
+            **fields,
+        }
+
+    async def _resolve_guild(self, message: Any, guild: Any) -> ResolvedTurn:
+        parent_id = getattr(message.channel, "parent_id", None)  # threads only
+        base = self._base(
+            message, server_disc_id=guild.id, parent_channel_disc_id=parent_id
+        )
+        gate = await self._gate(message, guild.id, parent_id, base)
+        if isinstance(gate, ResolvedTurn):
+            return gate
+        state, decision = gate
+        return await self._compose(message, guild, state, decision, base)
+
+    async def _gate(
+        self, message: Any, server_disc_id: int, parent_id: int | None, base: Any
+    ) -> ResolvedTurn | tuple[TomoriState, WhitelistDecision]:
+        """Return the stop turn (not configured, blacklisted...) or what passed."""
+        state = await get_cached_tomori_state(server_disc_id)
+        if state is None or not state.configured or state.main_persona is None:
+            return ResolvedTurn(Outcome.NOT_CONFIGURED, **base)
+        base["server_id"] = state.server_id
+        author = message.author
+        if await get_cached_blacklist_status(server_disc_id, author.id):
+            return ResolvedTurn(Outcome.BLACKLISTED, **base)
+        decision = await get_cached_whitelist_status(
+            server_disc_id,
+            message.channel.id,
+            parent_disc_id=parent_id,
+            role_ids=role_ids(author),
+        )
+        if decision.allowed is not True:  # None: roles unknown, so not allowed
+            return ResolvedTurn(Outcome.NOT_WHITELISTED, **base)
+        return state, decision
+
+    async def _compose(
+        self,
+        message: Any,
+        guild: Any,
+        state: TomoriState,
+        decision: WhitelistDecision,
+        base: dict[str, Any],
+    ) -> ResolvedTurn:
+        channel_id, parent_id = message.channel.id, base["parent_channel_disc_id"]
+        privacy = await get_cached_privacy_level(message.author.id)
+        user = await user_row(message.author.id)
+        spotlight = await spotlight_persona_id(state, user, channel_id)
+        persona = choose_persona(state, decision, spotlight)
+        override = await get_cached_channel_llm(
+            state.server_id, channel_id, parent_disc_id=parent_id
+        )
+        model = await choose_model(state, persona, override, self.catalogs)
+        prompt = await get_cached_channel_prompt(state.server_id, channel_id)
+        sprites = await get_cached_prompt_sprites(persona.id) if persona else ()
+        extras = await server_extras(state, guild, persona, model.llm)
+        window = self._window(message)
+        history = await resolve_history(window)
+        memory = await self.memory.run(
+            message, window, guild, persona, self_id=self.self_id, parent_id=parent_id
+        )
+        return ResolvedTurn(
+            Outcome.OK,
+            **base,
+            user_id=user.id if user is not None else None,
+            privacy_level=privacy,
+            **persona_fields(state, decision, persona, spotlight),
+            **model_fields(model),
+            prompt_override=prompt.prompt if prompt else None,
+            prompt_mode=prompt.mode if prompt else None,
+            sprite_names=tuple(s.name for s in sprites),
+            emoji_count=extras.emoji_count,
+            sticker_count=extras.sticker_count,
+            mcp_server_count=extras.mcp_server_count,
+            st_preset=extras.st_preset,
+            novelai_tier=extras.novelai_tier,
+            **history.fields(),
+            **memory.fields(),
+        )
+
+    async def _resolve_dm(self, message: Any) -> ResolvedTurn:
+        author_id = message.author.id
+        privacy = await get_cached_privacy_level(author_id)
+        user = await user_row(author_id)
+        window = self._window(message)
+        history = await resolve_history(window)
+        memory = await self.memory.run(
+            message, window, None, None, self_id=self.self_id
+        )
+        return ResolvedTurn(
+            Outcome.DM,
+            **self._base(message),
+            user_id=user.id if user is not None else None,
+            privacy_level=privacy,
+            **history.fields(),
+            **memory.fields(),
+        )
+
+    def _window(self, message: Any) -> list[Any]:
+        return history_window(
+            self._cached_messages(),
+            message,
+            limit=self.history_limit,
+            scan_limit=self.history_scan_limit,
+        )

@@ -1,0 +1,121 @@
+"""The history window of a turn: discord.py's cached messages of the channel.
+
+The real bot fetches history over REST; here the window is what discord.py
+already holds, so a turn costs no request. discord.py keeps one deque of the
+newest messages of the whole process (`max_messages`), so the window is the
+channel's last `limit` messages among the newest `scan_limit` of that deque:
+scanning the deque from its newest end stops early in a busy channel and is
+bounded in a quiet one, whose older history a real context build would fetch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from discord import PartialMessageable
+
+from caches.layers.markdown_table import get_cached_markdown_table
+from caches.layers.persona_sprite_message import (
+    peek_persona_sprite_message,
+    prime_persona_sprite_message_records,
+)
+from caches.layers.voice_transcript import get_cached_voice_transcript
+from tomori.repositories.sprites import SpriteMessageRecord
+
+#: Messages of the channel the window holds (older first once built).
+DEFAULT_HISTORY_LIMIT = 10
+#: Newest process-wide cached messages looked through to find them.
+DEFAULT_SCAN_LIMIT = 200
+#: discord.py's MessageFlags.voice bit (a voice message).
+VOICE_MESSAGE_FLAG = 1 << 13
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryContext:
+    """What the caches know about the window's messages."""
+
+    size: int
+    sprite_records: tuple[SpriteMessageRecord, ...]
+    transcripts_found: int
+    tables_found: int
+
+    def fields(self) -> dict[str, Any]:
+        """Return the ResolvedTurn fields of the window."""
+        return {
+            "history_size": self.size,
+            "sprite_records": self.sprite_records,
+            "transcripts_found": self.transcripts_found,
+            "tables_found": self.tables_found,
+        }
+
+
+EMPTY_HISTORY = HistoryContext(0, (), 0, 0)
+
+
+def history_window(
+    cached: Iterable[Any] | None,
+    message: Any,
+    *,
+    limit: int = DEFAULT_HISTORY_LIMIT,
+    scan_limit: int = DEFAULT_SCAN_LIMIT,
+) -> list[Any]:
+    """Return the channel's cached messages before `message`, oldest first."""
+    if not cached or limit <= 0:
+        return []
+    channel, message_id = message.channel, message.id
+    if message.guild is None or isinstance(channel, PartialMessageable):
+        # DM and uncached channels are a new object per message: match by id.
+        return _window_by_id(cached, channel.id, message_id, limit, scan_limit)
+    found: list[Any] = []
+    # reversed() on a deque walks from the newest end without copying it, and
+    # a guild channel is one object for all its messages: `is` is the cheap test.
+    for other in islice(reversed(cached), scan_limit):  # type: ignore[call-overload]
+        if other.channel is channel and other.id < message_id:
+            found.append(other)
+            if len(found) == limit:
+                break
+    found.reverse()
+    return found
+
+
+def _window_by_id(
+    cached: Iterable[Any], channel_id: int, message_id: int, limit: int, scan: int
+) -> list[Any]:
+    found = [
+        other
+        for other in islice(reversed(cached), scan)  # type: ignore[call-overload]
+        if other.channel.id == channel_id and other.id < message_id
+    ][:limit]
+    found.reverse()
+    return found
+
+
+def _is_audio(message: Any) -> bool:
+    if message.flags.value & VOICE_MESSAGE_FLAG:
+        return True
+    return any((a.content_type or "").startswith("audio/") for a in message.attachments)
+
+
+async def resolve_history(window: Sequence[Any]) -> HistoryContext:
+    """Prime sprite records for the window's webhook messages; look up transcripts."""
+    if not window:
+        return EMPTY_HISTORY
+    webhook_ids = [m.id for m in window if m.webhook_id is not None]
+    records: tuple[SpriteMessageRecord, ...] = ()
+    if webhook_ids:
+        # One batched query for the ids not cached yet; then cache reads only.
+        await prime_persona_sprite_message_records(webhook_ids)
+        found = (peek_persona_sprite_message(i) for i in webhook_ids)
+        records = tuple(r for r in found if r is not None)
+    with_files = [m for m in window if m.attachments or m.flags.value]
+    transcripts = sum(
+        get_cached_voice_transcript(m.id).found for m in with_files if _is_audio(m)
+    )
+    # Rendered tables are image attachments: only those can have markdown.
+    tables = sum(
+        get_cached_markdown_table(m.id).found for m in with_files if m.attachments
+    )
+    return HistoryContext(len(window), records, transcripts, tables)

@@ -1,0 +1,118 @@
+"""The short-term memory step of a turn: read the user's and channel's entries, store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from caches.layers.short_term_memory import (
+    ShortTermMemoryEntry,
+    StmMessage,
+    get_short_term_memory_for_server_channel,
+    get_short_term_memory_for_user_channel,
+    store_short_term_memory,
+)
+from tomori.repositories.servers import PersonaRecord
+
+#: Characters of a message kept in short-term memory (bounds its memory).
+STM_CONTENT_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRead:
+    """What short-term memory held for the turn before it was stored."""
+
+    found: int  # entries found: the user's, and the channel's (guilds only)
+    user_turns: int | None
+    server_turns: int | None
+
+    def fields(self) -> dict[str, Any]:
+        """Return the ResolvedTurn fields of this read."""
+        return {
+            "stm_entries_found": self.found,
+            "stm_user_turns": self.user_turns,
+            "stm_server_turns": self.server_turns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStep:
+    """How turns use short-term memory: whether to store, and how much to keep."""
+
+    capture: bool  # store each turn after reading
+    keep: int  # earlier messages a stored turn keeps besides its own
+
+    async def run(
+        self,
+        message: Any,
+        window: Sequence[Any],
+        guild: Any,
+        persona: PersonaRecord | None,
+        *,
+        self_id: int | None,
+        parent_id: int | None = None,
+    ) -> MemoryRead:
+        """Read the user's and the channel's entries, then store this turn."""
+        user_id, channel_id = message.author.id, message.channel.id
+        persona_id = persona.id if persona is not None else None
+        user_entry = await get_short_term_memory_for_user_channel(
+            user_id, channel_id, persona_id=persona_id
+        )
+        server_entry = None
+        if guild is not None:
+            server_entry = await get_short_term_memory_for_server_channel(
+                guild.id, channel_id, persona_id=persona_id
+            )
+        if self.capture:
+            conversation = server_entry if guild is not None else user_entry
+            await store_short_term_memory(
+                user_disc_id=user_id,
+                channel_disc_id=channel_id,
+                messages=self.messages(conversation, window, message, self_id),
+                server_disc_id=guild.id if guild is not None else None,
+                persona_id=persona_id,
+                persona_lineage=(persona_id,) if persona_id is not None else (),
+                channel_name=getattr(message.channel, "name", None),
+                server_name=guild.name if guild is not None else None,
+                parent_channel_disc_id=parent_id,
+            )
+        return MemoryRead(
+            found=(user_entry is not None) + (server_entry is not None),
+            user_turns=user_entry.turn_count if user_entry is not None else None,
+            server_turns=server_entry.turn_count if server_entry is not None else None,
+        )
+
+    def messages(
+        self,
+        conversation: ShortTermMemoryEntry | None,
+        window: Sequence[Any],
+        message: Any,
+        self_id: int | None,
+    ) -> tuple[StmMessage, ...]:
+        """Return the channel's latest messages: the stored ones plus this one.
+
+        Reusing the stored StmMessages (rather than rebuilding them from the
+        window every turn) shares them between the user and server entries and
+        between successive turns, which keeps short-term memory small. The
+        window seeds a conversation that has nothing stored yet.
+        """
+        keep = self.keep
+        if keep <= 0:
+            return (stm_message(message, self_id),)
+        if conversation is not None and conversation.messages:
+            earlier: Sequence[StmMessage] = conversation.messages[-keep:]
+        else:
+            earlier = [stm_message(m, self_id) for m in window[-keep:]]
+        return (*earlier, stm_message(message, self_id))
+
+
+def stm_message(message: Any, self_id: int | None) -> StmMessage:
+    """Return a discord.py message as short-term memory keeps it."""
+    author = message.author
+    return StmMessage(
+        role="assistant" if author.id == self_id else "user",
+        content=message.content[:STM_CONTENT_LIMIT],
+        timestamp=message.created_at,
+        speaker=author.display_name,
+    )
