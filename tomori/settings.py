@@ -85,6 +85,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
     DATABASES["default"]["OPTIONS"].setdefault("timeout", 20)
+    # Deferred transactions that read then write fail at once with "database
+    # is locked" while the bot writes; IMMEDIATE takes the write lock up front
+    # and waits up to `timeout` for it instead.
+    DATABASES["default"]["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

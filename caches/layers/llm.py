@@ -42,6 +42,9 @@ class LlmCache:
         self.defaults: dict[str, LlmRecord] = {}
         self.ready = False  # a warm has succeeded since the last clear
         self.needs_rewarm = False  # rows changed since the last warm
+        self._changes = (
+            0  # bumped by every invalidation: a warm that overlaps one is stale
+        )
         self._warming: asyncio.Task[bool] | None = None
 
     def install(self, records: Sequence[LlmRecord]) -> None:
@@ -78,17 +81,22 @@ class LlmCache:
         return await asyncio.shield(task)
 
     async def _warm_once(self) -> bool:
+        changes = self._changes
         try:
             records = await run_db(llms_repo.list_llms)
         except DatabaseError as exc:
             logger.warning("llm: warm failed, keeping the previous map: %s", exc)
             return False
         self.install(records)
+        # Rows read before an invalidation that arrived mid-read may be old:
+        # serve them, but warm again at the next access.
+        self.needs_rewarm = self._changes != changes
         return True
 
     def mark_for_rewarm(self) -> int:
         """Keep serving the current map, but re-warm at the next async access."""
         self.needs_rewarm = True
+        self._changes += 1
         return 0
 
     # What the registry needs (ManagedCache).
@@ -113,6 +121,7 @@ class LlmCache:
         removed = self.by_id.invalidate(key)
         self._reindex()
         self.needs_rewarm = True
+        self._changes += 1
         return removed
 
     def clear(self) -> int:
@@ -120,6 +129,7 @@ class LlmCache:
         removed = self.by_id.clear()
         self.by_provider, self.defaults = {}, {}
         self.ready = False
+        self._changes += 1
         return removed
 
     def clear_expired(self) -> int:

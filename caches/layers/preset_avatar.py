@@ -90,12 +90,18 @@ def _avatar_for(preset: PresetPersonaRecord | None) -> PresetAvatar | None:
 
 async def initialize_preset_avatar_cache() -> int:
     """Warm the cache from the active preset rows; return how many avatars are valid."""
+    invalidations = _cache.stats()["invalidations"]
     try:
         presets = await run_db(presets_repo.list_preset_personas)
     except DatabaseError as exc:
         logger.warning("preset_avatar: warm failed, keeping the cache: %s", exc)
         return 0
     avatars = await asyncio.to_thread(lambda: [_avatar_for(p) for p in presets])
+    if _cache.stats()["invalidations"] != invalidations:
+        # A preset changed while we read: these rows may be old. Install
+        # nothing; get_preset_avatar() loads each one fresh on use.
+        logger.info("preset_avatar: warm overlapped an invalidation, not installed")
+        return 0
     wanted = {p.id for p in presets}
     _cache.invalidate_where(lambda key: key not in wanted)
     for preset, avatar in zip(presets, avatars, strict=True):
