@@ -89,13 +89,21 @@ def _saved_row(
     return {**old, **instance_row(instance, kept)}
 
 
-def _pre_delete(sender: Any, instance: Any, using: str, **_: Any) -> None:
+def _pre_delete(
+    sender: Any, instance: Any, using: str, origin: Any = None, **_: Any
+) -> None:
     columns = _columns(sender)
-    row: dict[str, Any] | None
-    if hasattr(instance, "_loaded_values"):
+    row: dict[str, Any] | None = None
+    # Rows a delete collector (cascade, QuerySet.delete) just loaded are fresh;
+    # an instance deleted by itself may have been loaded long before the row
+    # moved (e.g. an update() to another server), so ask the database.
+    collected = origin is not None and origin is not instance
+    if collected and hasattr(instance, "_loaded_values"):
         row = loaded_row(instance, columns)
     else:
         row = fetch_rows(sender, using, [instance.pk], columns).get(instance.pk)
+        if row is None and hasattr(instance, "_loaded_values"):
+            row = loaded_row(instance, columns)
     instance.__dict__[_DELETING] = (row, _rows_to_be_nulled(sender, instance, using))
 
 

@@ -476,3 +476,14 @@ def test_mcp_display_metadata_only_save_invalidates_nothing(caches, world, commi
 
     assert seen.dispatched == [Event("guild_mcp_config", "key", (server.id,))]
     assert caches.stale() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_stale_instance_invalidates_where_the_row_is_now(caches, world):  # type: ignore[no-untyped-def]
+    a, b = world.server(), world.server()
+    persona = world.persona(a, name="ghost")
+    stale = m.Persona.objects.get(pk=persona.pk)  # loaded while in server a
+    m.Persona.objects.filter(pk=persona.pk).update(server=b)
+    caches.read("tomori_state", b.server_disc_id)  # b's state lists the persona
+    stale.delete()
+    assert caches.stale() == []
