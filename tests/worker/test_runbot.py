@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
+import uuid
 
 import pytest
 
 from tests.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
-from tomori.bot.lock import ShardLock, ShardLockError, lock_name
+from tomori.bot.lock import ShardLock, ShardLockError, lock_names
 from tomori.bot.simulator import Scenario, generate_world
 from tomori.models import Server, ShortTermMemoryRecord
 
@@ -44,17 +45,17 @@ def test_a_second_worker_on_the_same_shard_is_refused_by_the_file_lock(
 ) -> None:  # type: ignore[no-untyped-def]
     settings.REDIS_URL = ""
     settings.VAR_DIR = tmp_path
-    first = ShardLock(lock_name([0], 2))
+    first = ShardLock(lock_names([0, 1]))
     first.acquire()
     try:
-        with pytest.raises(ShardLockError, match="runbot-shards-0-of-2"):
-            ShardLock(lock_name([0], 2)).acquire()
-        other = ShardLock(lock_name([1], 2))
+        with pytest.raises(ShardLockError, match="runbot-shard-1"):
+            ShardLock(lock_names([1, 2])).acquire()
+        other = ShardLock(lock_names([2]))  # the refused worker let go of shard 2
         other.acquire()
         other.release()
     finally:
         first.release()
-    again = ShardLock(lock_name([0], 2))
+    again = ShardLock(lock_names([0]))
     again.acquire()
     again.release()
 
@@ -63,16 +64,16 @@ def test_a_second_worker_on_the_same_shard_is_refused_by_the_redis_lock(
     settings, redis_url
 ) -> None:  # type: ignore[no-untyped-def]
     settings.REDIS_URL = redis_url
-    name = lock_name([5], 9)
-    first = ShardLock(name)
+    settings.TOMORI_BUS_CHANNEL = f"tomori:test-lock:{uuid.uuid4().hex}"
+    first = ShardLock(lock_names([5, 6]))
     first.acquire()
     try:
-        with pytest.raises(ShardLockError):
-            ShardLock(name).acquire()
+        with pytest.raises(ShardLockError, match="runbot-shard-6"):
+            ShardLock(lock_names([6])).acquire()
         assert first.renew()
     finally:
         first.release()
-    second = ShardLock(name)
+    second = ShardLock(lock_names([6]))
     second.acquire()
     second.release()
 

@@ -33,15 +33,47 @@ class ShardLockError(RuntimeError):
     """Another worker already runs this shard."""
 
 
-def lock_name(shard_ids: list[int] | None, shard_count: int | None) -> str:
-    """Return the lock's name for a set of shards (or the unsharded bot)."""
+def lock_names(shard_ids: list[int] | None) -> list[str]:
+    """Return one lock name per shard (or the unsharded bot's one).
+
+    A lock per shard id, not per set: `--shard-ids 0,1` and `--shard-ids 0`
+    overlap on shard 0 and must not run together.
+    """
     if not shard_ids:
-        return "runbot-unsharded"
-    return f"runbot-shards-{'-'.join(map(str, sorted(shard_ids)))}-of-{shard_count}"
+        return ["runbot-unsharded"]
+    return [f"runbot-shard-{shard_id}" for shard_id in sorted(set(shard_ids))]
 
 
 class ShardLock:
-    """Hold the per-shard lock for the lifetime of a worker."""
+    """Hold a worker's shard locks (all or none) for its lifetime."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.locks = [_OneLock(name) for name in names]
+
+    def acquire(self) -> None:
+        """Take every lock, or none and raise ShardLockError naming the holder."""
+        taken: list[_OneLock] = []
+        try:
+            for lock in self.locks:
+                lock.acquire()
+                taken.append(lock)
+        except ShardLockError:
+            for lock in taken:
+                lock.release()
+            raise
+
+    def renew(self) -> bool:
+        """Extend the Redis locks; return whether every one is still held."""
+        return all([lock.renew() for lock in self.locks])
+
+    def release(self) -> None:
+        """Give every lock back. Never raises."""
+        for lock in self.locks:
+            lock.release()
+
+
+class _OneLock:
+    """One named lock: a Redis key with an expiry, or an flock on a file."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -50,7 +82,6 @@ class ShardLock:
         self._redis: Any = None
 
     def acquire(self) -> None:
-        """Take the lock or raise ShardLockError naming the holder."""
         if settings.REDIS_URL:
             self._acquire_redis()
         else:

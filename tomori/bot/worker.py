@@ -44,7 +44,7 @@ from caches.operations.worker import WorkerContext, make_command_handler
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.discord_caches import run_discord_sweepers
-from tomori.bot.lock import ShardLock, lock_name
+from tomori.bot.lock import ShardLock, lock_names
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class BotWorker:
         self.guard: MemoryGuard | None = None
         self.context: WorkerContext | None = None
         self.admin_port: int | None = None
-        self._lock = ShardLock(lock_name(options.shard_ids, options.shard_count))
+        self._lock = ShardLock(lock_names(options.shard_ids))
         self._running = _Running()
         self.ready = asyncio.Event()
 
@@ -249,12 +249,29 @@ class BotWorker:
         await asyncio.to_thread(self._lock.renew)
 
     async def _publish_async(self) -> None:
-        await asyncio.to_thread(self.publish_snapshot)
+        # Built here, on the loop that owns the caches and discord.py's state;
+        # only the Redis write goes to a thread.
+        snapshot = self._build_snapshot()
+        if snapshot is not None:
+            await asyncio.to_thread(live.publish_snapshot, self.worker_id, snapshot)
 
     def publish_snapshot(self) -> None:
-        """Publish this worker's live snapshot for the admin. Never raises."""
-        if self.context is None:
+        """Publish the live snapshot now, from any thread (after an operator command)."""
+        loop = self.context.loop if self.context is not None else None
+        if loop is None or not loop.is_running():
             return
+        future = asyncio.run_coroutine_threadsafe(self._publish_async(), loop)
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:
+                return  # on the loop itself: it runs as soon as we yield
+        try:
+            future.result(timeout=5)
+        except Exception:  # noqa: BLE001 (the command's reply matters more)
+            logger.exception("could not republish the live snapshot")
+
+    def _build_snapshot(self) -> dict[str, Any] | None:
+        if self.context is None:
+            return None
         try:
             snapshot = build_worker_snapshot(
                 context=self.context,
@@ -263,14 +280,11 @@ class BotWorker:
                 bus_status=bus.stats(),
             )
             if self.pipeline is not None:
-                responder = self.pipeline.responder
-                snapshot["turns"] = {
-                    "total": responder.total,
-                    **{str(k): v for k, v in responder.by_outcome.items()},
-                }
-            live.publish_snapshot(self.worker_id, snapshot)
+                snapshot["turns"] = self.pipeline.counters.as_dict()
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
+            return None
+        return snapshot
 
     async def _log_in(self) -> None:
         from tomori.bot.client import build_client, skip_identify_wait
@@ -346,6 +360,23 @@ class BotWorker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.stop_event.wait(), self.options.duration)
 
+    async def _finish_turns(self) -> None:
+        """Close the gateway, then let the turns already received finish."""
+        try:
+            await asyncio.wait_for(self._close_client(), 5)
+        except Exception:  # noqa: BLE001 (shut down as much as possible)
+            logger.exception("closing the gateway failed")
+        if self.pipeline is None:
+            return
+        received = self.pipeline.counters.received
+        try:
+            await self.pipeline.wait_processed(received, timeout=5)
+        except TimeoutError:
+            logger.warning(
+                "%d turn(s) still running at shutdown",
+                received - self.pipeline.counters.processed,
+            )
+
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -357,6 +388,7 @@ class BotWorker:
         from caches.layers.short_term_memory import flush_pending_writes
 
         self.stop_event.set()
+        await self._finish_turns()
         for cleanup in reversed(self._running.cleanups):
             try:
                 result = cleanup()
