@@ -151,6 +151,13 @@ class RedisCommands:
         handled = self._runner.handler is not None
         command = dict(message.get("command") or {})
         timeout = float(message.get("timeout") or 5.0)
+        sent_at = float(message.get("sent_at") or time.time())
+        if time.time() > sent_at + timeout:
+            # Published late (Redis was down) or delivered late: its sender has
+            # stopped waiting, so running it now would surprise everyone.
+            logger.warning("bus: dropped an operator command older than its timeout")
+            self._stats.incr("commands_expired")
+            return
         reply = self._runner.run(command, timeout) if handled else {}
         self._reply_seq += 1
         body = envelope(

@@ -22,6 +22,7 @@ COUNTERS = (
     "backlog_dropped",
     "rejected",
     "commands_handled",
+    "commands_expired",
 )
 
 

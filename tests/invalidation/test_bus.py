@@ -13,7 +13,9 @@ import redis
 from caches import bus
 from caches.bus import Bus
 from caches.bus.messages import (
+    COMMAND,
     INVALIDATE,
+    REPLY_PREFIX,
     decode,
     encode,
     envelope,
@@ -310,3 +312,22 @@ def test_send_command_in_process_calls_the_handler_directly():
     assert local.send_command({"op": "clear_all"}, timeout=1.0) == [
         {"ok": True, "op": "clear_all", "worker_id": "embedded", "origin": local.origin}
     ]
+
+
+def test_a_command_published_after_its_timeout_is_not_run(worker, raw):
+    ran = []
+    worker.set_command_handler(lambda command: ran.append(command) or {"ok": True})
+    late = envelope(
+        COMMAND,
+        origin="admin",
+        seq=1,
+        sent_at=time.time() - 60,
+        id="x",
+        reply_to=REPLY_PREFIX + "x",
+        timeout=3.0,
+        command={"op": "emergency_clear"},
+    )
+    raw.publish(worker.channel, encode(late))
+
+    assert worker.stats.wait_for(lambda s: s["commands_expired"] == 1, WAIT)
+    assert ran == []
