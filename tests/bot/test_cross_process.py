@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connection
 
 from caches import bus
@@ -22,17 +23,18 @@ from tomori.bot.pipeline import Outcome
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
 BUS_TIMEOUT = 10.0
 
 
 @pytest.fixture
-def redis_bus() -> Iterator[bus.Bus]:
-    """Subscribe this process to a fresh Redis channel (as a bot worker does)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("another process needs a shared (PostgreSQL) database")
+def redis_bus(redis_url: str, postgres: None) -> Iterator[bus.Bus]:
+    """Subscribe this process to a fresh Redis channel (as a bot worker does).
+
+    Another process must share the database and Redis: in CI a missing
+    service fails the test rather than skipping it.
+    """
     channel = f"tomori:test:bot:{uuid.uuid4().hex}"
-    here = bus.configure(redis_url=REDIS_URL, channel=channel)
+    here = bus.configure(redis_url=redis_url, channel=channel)
     yield here
     bus.configure(redis_url="", channel="tomori:test:bot")
 
@@ -52,7 +54,7 @@ def rename_in_another_process(persona_id: int, name: str, channel: str) -> None:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
         "DATABASE_URL": _database_url(),
-        "REDIS_URL": REDIS_URL,
+        "REDIS_URL": settings.REDIS_URL,
         "TOMORI_BUS_CHANNEL": channel,
     }
     subprocess.run(
