@@ -16,9 +16,11 @@ apart from the message path's own queries.
 
 Phase 2, memory (a child process, so the RSS is a bot worker's alone): the
 simulator runs in a grandchild process and the real TomoriClient connects to
-it over loopback; the child asks for traffic in batches (so discord.py never
-queues more than a window of messages) and samples RSS as messages are
-processed, with discord.py's sweepers scheduled as in the worker.
+it over loopback; the child asks for traffic in batches of --batch (50), at
+most two in flight, since discord.py has no backpressure (a flood would queue
+unboundedly many handler tasks, which no production gateway sends: the
+scenario's rate is 50 messages/s). It samples RSS as messages are processed,
+with discord.py's sweepers scheduled as in the worker.
 
 Bars (PASS/FAIL): warm path 0 database queries per message for a repeat
 (server, user, channel); warm throughput >= 20x uncached; RSS <= 200 MB with
@@ -491,7 +493,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warm-messages", type=int, default=None)
     parser.add_argument("--uncached-messages", type=int, default=None)
     parser.add_argument("--memory-messages", type=int, default=None)
-    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
