@@ -409,7 +409,8 @@ def run_memory_child(scenario_name: str, total: int, batch: int) -> dict[str, An
 
 
 def _rss_at(samples: list[list[float]], count: int) -> float:
-    return next((mb for n, mb in samples if n >= count), samples[-1][1])
+    """Return the RSS of the sample taken nearest to the `count`th message."""
+    return min(samples, key=lambda sample: abs(sample[0] - count))[1]
 
 
 def report(results: dict[str, Any], *, flat_from: int) -> bool:
