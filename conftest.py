@@ -75,3 +75,32 @@ def django_db_setup(django_db_setup, django_db_blocker):  # type: ignore[no-unty
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture
+def own_redis() -> Iterator[object]:
+    """Start a redis-server of this test's own (free port) that it may kill or pause."""
+    from tests.support.faults import OwnRedis
+
+    server = OwnRedis().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_proxy() -> Iterator[object]:
+    """Start a TCP proxy in front of the suite's PostgreSQL that the test may break."""
+    from django.conf import settings
+
+    from tests.support.faults import TcpProxy
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        require_service("PostgreSQL", "the proxy needs a PostgreSQL DATABASE_URL")
+    proxy = TcpProxy(db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
