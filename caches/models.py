@@ -1,4 +1,4 @@
-"""The caches app has no tables; this model only carries its permission."""
+"""The caches app's tables: the invalidation outbox, and the dashboard's permission holder."""
 
 from django.db import models
 
@@ -15,3 +15,26 @@ class CacheControl(models.Model):
 
     def __str__(self) -> str:
         return "cache dashboard"
+
+
+class InvalidationOutbox(models.Model):
+    """The invalidation events of one write, stored in the write's own transaction.
+
+    Redis pub/sub is the fast path; every bot worker also reads this table
+    after the last id it applied (`caches.outbox`), so an invalidation whose
+    write committed reaches every worker even when the writer died right
+    after the commit or Redis was cut, paused or restarted.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    created_at = models.DateTimeField(db_index=True)
+    origin = models.CharField(max_length=200)
+    events = models.JSONField()
+
+    class Meta:
+        db_table = "caches_invalidation_outbox"
+        default_permissions = ()
+        verbose_name = "invalidation outbox row"
+
+    def __str__(self) -> str:
+        return f"outbox #{self.id} from {self.origin}"

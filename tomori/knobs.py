@@ -75,6 +75,7 @@ X = "Metrics"
 O = "OpenRouter catalogs"  # noqa: E741
 V = "libvips (native image memory)"
 D = "Discord worker and sweepers"
+B = "Invalidation delivery"
 
 KNOBS: tuple[Knob, ...] = (
     # Cache layers: TTLs (spec "Recommended Env Knobs") and caps (ours).
@@ -591,6 +592,25 @@ KNOBS: tuple[Knob, ...] = (
         "How often offline presences with no activity are cleared.",
         D,
         minimum=1,
+    ),
+    # Invalidation delivery (the outbox): the staleness bound under faults.
+    Knob(
+        "INVALIDATION_STALENESS_BOUND_SECONDS",
+        "float",
+        2.0,
+        "Longest a committed change may be served stale by a bot worker when Redis or the writer fails (Redis cut, paused or restarted; writer killed after its commit). Workers read the invalidation outbox every quarter of it.",
+        B,
+        minimum=0.2,
+        maximum=60,
+    ),
+    Knob(
+        "OUTBOX_RETENTION_MINUTES",
+        "int",
+        60,
+        "Invalidation outbox rows older than this are pruned; a worker that could not read the outbox for longer clears every invalidatable cache.",
+        B,
+        minimum=5,
+        maximum=10080,
     ),
 )
 

@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from caches.bus.commands import CommandHandler
-from caches.bus.core import ApplyFn, Bus, FlushFn, apply_to_registry, flush_registry
+from caches.bus.core import (
+    ApplyFn,
+    Bus,
+    FlushFn,
+    OutboxOptions,
+    apply_to_registry,
+    flush_registry,
+)
 from caches.bus.messages import EventTuple
 
 __all__ = [
@@ -27,6 +34,7 @@ __all__ = [
     "configure",
     "flush_registry",
     "get_bus",
+    "outbox_options",
     "send_command",
     "set_command_handler",
     "start_subscriber",
@@ -82,9 +90,14 @@ def configure(
     return _bus
 
 
-def broadcast(events: Iterable[EventTuple], *, sent_at: float | None = None) -> None:
+def broadcast(
+    events: Iterable[EventTuple],
+    *,
+    sent_at: float | None = None,
+    outbox_ids: Iterable[int] = (),
+) -> None:
     """Apply committed `events` to this process and publish them to every other."""
-    get_bus().broadcast(events, sent_at=sent_at)
+    get_bus().broadcast(events, sent_at=sent_at, outbox_ids=outbox_ids)
 
 
 def start_subscriber(
@@ -92,9 +105,30 @@ def start_subscriber(
     apply: ApplyFn | None = None,
     flush: FlushFn | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
+    follow_outbox: bool = False,
 ) -> None:
-    """Start applying other processes' invalidations (on `loop`'s thread if given)."""
-    get_bus().start_subscriber(apply=apply, flush=flush, loop=loop)
+    """Start applying other processes' invalidations (on `loop`'s thread if given).
+
+    With `follow_outbox`, also read the invalidation outbox, so that nothing
+    committed is missed whatever happens to Redis or to the writer.
+    """
+    get_bus().start_subscriber(
+        apply=apply,
+        flush=flush,
+        loop=loop,
+        outbox=outbox_options() if follow_outbox else None,
+    )
+
+
+def outbox_options() -> OutboxOptions:
+    """Return how workers follow the outbox, from the staleness bound and retention."""
+    from django.conf import settings
+
+    bound = float(settings.INVALIDATION_STALENESS_BOUND_SECONDS)
+    # A quarter of the bound leaves room for the query and the hop to the loop.
+    return OutboxOptions(
+        interval=bound / 4, retention=float(settings.OUTBOX_RETENTION_MINUTES) * 60
+    )
 
 
 def stop(timeout: float = 5.0) -> None:

@@ -10,7 +10,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from caches.bus.commands import (
     CommandHandler,
@@ -31,6 +31,9 @@ from caches.bus.publisher import RedisPublisher
 from caches.bus.stats import BusStats
 from caches.bus.subscriber import RedisSubscriber
 
+if TYPE_CHECKING:
+    from caches.outbox import OutboxFollower
+
 logger = logging.getLogger(__name__)
 
 ApplyFn = Callable[[list[EventTuple]], None]
@@ -38,6 +41,13 @@ FlushFn = Callable[[], Any]
 
 #: Origins whose last sequence number is remembered (older ones are forgotten).
 MAX_ORIGINS = 1024
+
+
+class OutboxOptions(NamedTuple):
+    """How a subscriber follows the invalidation outbox (seconds)."""
+
+    interval: float
+    retention: float
 
 
 def apply_to_registry(events: list[EventTuple]) -> None:
@@ -94,6 +104,7 @@ class Bus:
                 stats=self.stats,
             )
         self._subscriber: RedisSubscriber | None = None
+        self._follower: OutboxFollower | None = None
         self._seen: OrderedDict[str, int] = OrderedDict()
         self._subscribed_before = False
 
@@ -112,22 +123,34 @@ class Bus:
     # ------------------------------------------------------------ invalidations
 
     def broadcast(
-        self, events: Iterable[EventTuple], *, sent_at: float | None = None
+        self,
+        events: Iterable[EventTuple],
+        *,
+        sent_at: float | None = None,
+        outbox_ids: Iterable[int] = (),
     ) -> None:
-        """Apply committed `events` here and publish them to every other process."""
+        """Apply committed `events` here and publish them to every other process.
+
+        `outbox_ids` are the outbox rows holding them: this process's own
+        outbox follower skips them, and so does every receiver's.
+        """
         events = [(name, op, tuple(args)) for name, op, args in events]
+        ids = list(outbox_ids)
         sent = time.time() if sent_at is None else sent_at
         self.stats.incr("local")
+        if self._follower is not None:
+            self._follower.note_applied(ids)
         # In-process mode this is the whole delivery, so it is what lag measures.
         self._deliver(events, sent, measure=self._publisher is None)
         if self._publisher is not None:
-            self._publisher.publish(
+            self._publisher.publish_later(
                 lambda seq: envelope(
                     INVALIDATE,
                     origin=self.origin,
                     seq=seq,
                     sent_at=sent,
                     events=events_to_json(events),
+                    outbox=ids,
                 )
             )
 
@@ -166,16 +189,21 @@ class Bus:
         apply: ApplyFn | None = None,
         flush: FlushFn | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        outbox: OutboxOptions | None = None,
     ) -> None:
         """Start receiving other processes' messages (no thread in local mode).
 
         `apply`/`flush` default to this process's registry; with `loop` both
-        run on that loop's thread, local deliveries included. Start it before
+        run on that loop's thread, local deliveries included. With `outbox`,
+        also follow the invalidation outbox (in local mode too: it is how a
+        second process reaches this one without Redis). Start it before
         warming caches: the first subscription clears every invalidatable one.
         """
         self._apply = apply or self._apply
         self._flush = flush or self._flush
         self._loop = self._runner.loop = loop
+        if outbox is not None and self._follower is None:
+            self._follower = self._start_follower(outbox)
         if self._publisher is None:
             self.stats.set_connected(True)
             return
@@ -190,11 +218,29 @@ class Bus:
             )
             self._subscriber.start()
 
+    def _start_follower(self, options: OutboxOptions) -> OutboxFollower:
+        from caches.outbox import OutboxFollower
+
+        follower = OutboxFollower(
+            deliver=lambda events, sent_at: self._deliver(
+                events, sent_at, measure=True
+            ),
+            flush=self._flush_all,
+            interval=options.interval,
+            retention=options.retention,
+            on_stats=self.stats.incr,
+        )
+        follower.start()
+        return follower
+
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the subscriber thread and the command runner, joining them."""
+        """Stop the subscriber and outbox threads and the command runner, joining them."""
         if self._subscriber is not None:
             self._subscriber.stop(timeout)
             self._subscriber = None
+        if self._follower is not None:
+            self._follower.stop(timeout)
+            self._follower = None
         if self._commands is not None:
             self._commands.stop()
         self._loop = self._runner.loop = None
@@ -213,8 +259,15 @@ class Bus:
         self._subscribed_before = True
         self._seen.clear()
         self.stats.set_connected(True)
-        # It cannot know what it missed while not subscribed.
-        self._flush_all(reason)
+        # It cannot know what it missed while not subscribed: the outbox does.
+        self._catch_up(reason)
+
+    def _catch_up(self, reason: str) -> None:
+        if self._follower is not None and reason != "subscribed":
+            logger.info("bus %s: catching up from the outbox", reason)
+            self._follower.wake()
+        else:
+            self._flush_all(reason)
 
     def _on_lost(self, exc: Exception) -> None:
         if self.stats.connected:
@@ -247,13 +300,16 @@ class Bus:
         if message["origin"] == self.origin:
             self.stats.incr("own_skipped")
             return
+        if message["kind"] == COMMAND and self._commands is not None:
+            self._commands.submit_answer(message)
+        if message["kind"] != INVALIDATE:
+            return
         if not self._in_sequence(message["origin"], message["seq"]):
             return
-        if message["kind"] == INVALIDATE:
-            events = events_from_json(message.get("events"))
-            self._deliver(events, float(message["sent_at"]), measure=True)
-        elif message["kind"] == COMMAND and self._commands is not None:
-            self._commands.submit_answer(message)
+        if self._follower is not None:
+            self._follower.note_applied(message.get("outbox"))
+        events = events_from_json(message.get("events"))
+        self._deliver(events, float(message["sent_at"]), measure=True)
 
     def _in_sequence(self, origin: str, seq: int) -> bool:
         last = self._seen.get(origin)
@@ -263,12 +319,23 @@ class Bus:
         if last is not None and seq > last + 1:
             self.stats.incr("gaps")
             logger.warning("bus: %s skipped from seq %d to %d", origin, last, seq)
-            self._flush_all("sequence gap")
+            self._catch_up("sequence gap")
         self._seen[origin] = seq
         self._seen.move_to_end(origin)
         if len(self._seen) > MAX_ORIGINS:
             self._seen.popitem(last=False)
         return True
+
+    def _outbox_status(self) -> dict[str, Any]:
+        follower = self._follower
+        if follower is None:
+            return {"following": False}
+        return {
+            "following": True,
+            "applied_through": follower.tracker.high,
+            "open_gaps": follower.tracker.gap_count,
+            "interval_s": follower.interval,
+        }
 
     # ------------------------------------------------------------ commands
 
@@ -301,5 +368,6 @@ class Bus:
             "channel": self.channel,
             "subscribed": self._subscriber is not None,
             "backlog": self._publisher.backlog if self._publisher else 0,
+            "outbox": self._outbox_status(),
             **self.stats.snapshot(),
         }

@@ -1,10 +1,13 @@
-"""Publish bus messages to Redis, keeping order and never failing the caller's write.
+"""Publish bus messages to Redis without ever making the writer wait for Redis.
 
-Sequence numbers are assigned and published under one lock, so a process's
-messages reach subscribers in sequence order. A message that cannot be
-published waits in a bounded backlog that a background thread retries; one
-that overflows it is dropped, which subscribers see as a sequence gap (and
-answer by clearing their caches).
+Invalidations are queued and sent by one sender thread, in sequence order, so
+a commit never blocks on a slow, paused or unreachable Redis. A message the
+sender cannot publish waits in a bounded backlog that it retries with
+back-off; one that overflows it is dropped, which subscribers see as a
+sequence gap. Neither loses an invalidation: every committed write is also in
+the outbox (`caches.outbox`), which every worker reads. Operator commands are
+published synchronously (their sender waits for replies anyway) and carry no
+sequence number.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 BACKLOG_MAX = 10_000
 RETRY_MAX_DELAY = 2.0
+#: How long an exiting process keeps trying to publish what it queued.
+EXIT_DRAIN_SECONDS = 1.0
 
 
 def redis_client(
@@ -39,13 +43,14 @@ def redis_client(
         client_name=name,
         socket_connect_timeout=1.0,
         socket_timeout=socket_timeout,
+        socket_keepalive=True,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=30,
     )
 
 
 class RedisPublisher:
-    """Sequence-numbered publishing to one channel with an ordered retry backlog."""
+    """Sequence-numbered publishing to one channel from a sender thread."""
 
     def __init__(self, url: str, channel: str, stats: BusStats) -> None:
         self.channel = channel
@@ -55,28 +60,35 @@ class RedisPublisher:
         self._seq = 0
         self._backlog: deque[str] = deque()
         self._down = False
-        self._retrier: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
         self._closed = threading.Event()
-        self._exit_hook = False
+        self._sender: threading.Thread | None = None
 
-    def publish(self, build: Callable[[int], dict[str, Any]]) -> int | None:
-        """Publish the message `build(seq)`; return its receivers, None if deferred."""
+    def publish_later(self, build: Callable[[int], dict[str, Any]]) -> None:
+        """Queue the message `build(seq)` for the sender thread; never blocks on Redis."""
         with self._lock:
             self._seq += 1
-            data = encode(build(self._seq))
-            if self._backlog:
-                self._enqueue(data)  # behind older messages, to keep the order
-                return None
-            try:
-                receivers = self.client.publish(self.channel, data)
-            except redis.RedisError as exc:
-                self._stats.incr("publish_failures")
-                self._note_down(exc)
-                self._enqueue(data)
-                return None
-            self._note_up()
-            self._stats.incr("published")
-            return int(receivers)
+            if len(self._backlog) >= BACKLOG_MAX:
+                self._backlog.popleft()
+                self._stats.incr("backlog_dropped")
+            self._backlog.append(encode(build(self._seq)))
+            self._idle.clear()
+            if self._sender is None and not self._closed.is_set():
+                self._start_sender()
+        self._wake.set()
+
+    def publish(self, build: Callable[[int], dict[str, Any]]) -> int | None:
+        """Publish `build(0)` now; return its receivers, or None when Redis failed."""
+        try:
+            receivers = self.client.publish(self.channel, encode(build(0)))
+        except redis.RedisError as exc:
+            self._stats.incr("publish_failures")
+            self._note_down(exc)
+            return None
+        self._stats.incr("published")
+        return int(receivers)
 
     @property
     def backlog(self) -> int:
@@ -84,76 +96,71 @@ class RedisPublisher:
         return len(self._backlog)
 
     def drain(self, timeout: float = 5.0) -> bool:
-        """Try for up to `timeout` seconds to publish the backlog; return if it emptied."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self._drain():
-                    return True
-            self._closed.wait(0.1)
-        return not self._backlog
+        """Wait up to `timeout` s for the sender to publish the backlog; return if it did."""
+        self._wake.set()
+        return self._idle.wait(timeout)
 
-    def _drain_at_exit(self, timeout: float = 5.0) -> None:
-        # A process that exits with a backlog would lose those invalidations
-        # for good: no later message from it would reveal the gap.
-        if self._backlog and not self.drain(timeout):
-            logger.error(
-                "bus: exiting with %d unpublished invalidation message(s); "
-                "other processes may serve stale entries until their TTL",
-                len(self._backlog),
-            )
-
-    def close(self, *, drain_timeout: float = 5.0) -> None:
-        """Publish what is left (up to `drain_timeout` s), stop retrying, disconnect."""
+    def close(self, *, drain_timeout: float = EXIT_DRAIN_SECONDS) -> None:
+        """Publish what is left (up to `drain_timeout` s), stop the sender, disconnect."""
         self._drain_at_exit(drain_timeout)
         atexit.unregister(self._drain_at_exit)
         self._closed.set()
-        retrier = self._retrier
-        if retrier is not None:
-            retrier.join(timeout=5)
+        self._wake.set()
+        sender = self._sender
+        if sender is not None:
+            sender.join(timeout=5)
         self.client.close()
 
-    def _enqueue(self, data: str) -> None:
-        if len(self._backlog) >= BACKLOG_MAX:
-            self._backlog.popleft()
-            self._stats.incr("backlog_dropped")
-        self._backlog.append(data)
-        if not self._exit_hook:
-            self._exit_hook = True
-            atexit.register(self._drain_at_exit)
-        if self._retrier is None and not self._closed.is_set():
-            self._retrier = threading.Thread(
-                target=self._retry_loop, name="tomori-bus-publish-retry", daemon=True
+    def _drain_at_exit(self, timeout: float = EXIT_DRAIN_SECONDS) -> None:
+        if self._backlog and not self.drain(timeout):
+            logger.warning(
+                "bus: exiting with %d unpublished invalidation message(s); "
+                "workers catch them up from the outbox",
+                len(self._backlog),
             )
-            self._retrier.start()
 
-    def _retry_loop(self) -> None:
-        delay = 0.05
-        while not self._closed.wait(delay):
-            with self._lock:
-                if self._drain():
-                    self._retrier = None
-                    return
-            delay = min(delay * 2, RETRY_MAX_DELAY)
+    def _start_sender(self) -> None:
+        atexit.register(self._drain_at_exit)
+        self._sender = threading.Thread(
+            target=self._send_loop, name="tomori-bus-publisher", daemon=True
+        )
+        self._sender.start()
+
+    def _send_loop(self) -> None:
+        delay = 0.0
+        while not self._closed.is_set():
+            if delay:
+                self._closed.wait(delay)
+            else:
+                self._wake.wait()
+            self._wake.clear()
+            sent = self._drain()
+            delay = 0.0 if sent else min(max(delay * 2, 0.05), RETRY_MAX_DELAY)
 
     def _drain(self) -> bool:
-        while self._backlog:
+        while True:
+            with self._lock:
+                if not self._backlog:
+                    self._idle.set()
+                    self._note_up()
+                    return True
+                data = self._backlog.popleft()
             try:
-                self.client.publish(self.channel, self._backlog[0])
+                self.client.publish(self.channel, data)
             except redis.RedisError as exc:
+                with self._lock:
+                    self._backlog.appendleft(data)  # first again, to keep the order
+                self._stats.incr("publish_failures")
                 self._note_down(exc)
                 return False
-            self._backlog.popleft()
             self._stats.incr("published")
-        self._note_up()
-        return True
 
     def _note_down(self, exc: Exception) -> None:
         if not self._down:
             self._down = True
             logger.warning(
                 "bus: cannot publish to Redis (%s); writes still commit, "
-                "messages wait in a backlog and subscribers flush on reconnect",
+                "and workers catch up from the outbox",
                 exc,
             )
 

@@ -23,6 +23,10 @@ COUNTERS = (
     "rejected",
     "commands_handled",
     "commands_expired",
+    "outbox_caught_up",
+    "outbox_skipped",
+    "outbox_failures",
+    "outbox_restarts",
 )
 
 

@@ -45,17 +45,28 @@ _captures: contextvars.ContextVar[tuple[Captured, ...]] = contextvars.ContextVar
 class _Pending:
     """Events waiting for one commit: the `on_commit` callback itself."""
 
-    __slots__ = ("alias", "scope", "events", "lookup", "registered", "done")
+    __slots__ = (
+        "alias",
+        "scope",
+        "events",
+        "outbox_ids",
+        "lookup",
+        "registered",
+        "done",
+    )
 
     def __init__(self, alias: str, scope: object | None) -> None:
         self.alias = alias
         self.scope = scope
         self.events: list[Event] = []
+        self.outbox_ids: list[int] = []
         self.lookup = DbLookup(alias)
         self.registered = False
         self.done = False
 
     def add(self, events: list[Event]) -> None:
+        # In the write's own transaction: committed with it, or not at all.
+        self.outbox_ids.append(_store_in_outbox(events, self.alias))
         self.events.extend(events)
         for captured in _captures.get():
             captured.recorded.extend(events)
@@ -66,7 +77,13 @@ class _Pending:
 
     def __call__(self) -> None:
         self.done = True
-        dispatch(self.events)
+        dispatch(self.events, outbox_ids=self.outbox_ids)
+
+
+def _store_in_outbox(events: list[Event], using: str) -> int:
+    from caches import bus, outbox
+
+    return outbox.append(events, origin=bus.get_bus().origin, using=using)
 
 
 def pending_for(
@@ -147,8 +164,12 @@ def capture() -> Iterator[Captured]:
         _captures.reset(token)
 
 
-def dispatch(events: Iterable[Event]) -> None:
-    """Apply committed `events` to this process and publish them to the others."""
+def dispatch(events: Iterable[Event], *, outbox_ids: Iterable[int] = ()) -> None:
+    """Apply committed `events` to this process and publish them to the others.
+
+    `outbox_ids` name the outbox rows the events were stored in, so that no
+    process applies them a second time when it reads the outbox.
+    """
     events = unique(events)
     if not events:
         return
@@ -157,7 +178,7 @@ def dispatch(events: Iterable[Event]) -> None:
     from caches import bus
 
     try:
-        bus.broadcast(events, sent_at=time.time())
+        bus.broadcast(events, sent_at=time.time(), outbox_ids=list(outbox_ids))
     except Exception:
         # The write has committed; its caller must not see a bus failure.
         logger.exception("could not dispatch %d invalidation event(s)", len(events))

@@ -394,7 +394,9 @@ def commit(django_capture_on_commit_callbacks: Any) -> Callable[[], Any]:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_in_another_process(code: str, *, redis_url: str, channel: str) -> str:
+def run_in_another_process(
+    code: str, *, redis_url: str, channel: str, returncode: int = 0
+) -> str:
     """Run `code` in `manage.py shell` against this test database and bus channel."""
     from django.db import connection
 
@@ -415,7 +417,7 @@ def run_in_another_process(code: str, *, redis_url: str, channel: str) -> str:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == returncode, done.stderr
     return done.stdout
 
 

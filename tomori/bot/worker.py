@@ -185,7 +185,7 @@ class BotWorker:
             shard_ids=self.options.shard_ids,
             loop=loop,
         )
-        bus.start_subscriber(loop=loop)
+        bus.start_subscriber(loop=loop, follow_outbox=True)
         bus.set_command_handler(
             make_command_handler(self.context, after=self.publish_snapshot)
         )

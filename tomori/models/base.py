@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from django.db import models
+from django.db import models, router, transaction
 
 
 class CacheFeedingQuerySet(models.QuerySet):
@@ -78,6 +78,12 @@ class CacheFeedingModel(models.Model):
 
     class Meta:
         abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save in a transaction, so the row and its outbox events commit together."""
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using, savepoint=False):
+            super().save(*args, **kwargs)
 
     @classmethod
     def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:

@@ -1,0 +1,160 @@
+"""A worker's outbox follower: read what committed since the last poll and apply it.
+
+It polls every `interval` seconds, and at once when woken (the bus lost its
+subscription or saw a sequence gap). A process away from the outbox for
+longer than its retention cannot know what was pruned meanwhile, so it
+clears every invalidatable cache and starts over from the newest row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from caches.bus.messages import EventTuple
+from caches.outbox import store
+from caches.outbox.tracker import CatchUpTracker
+
+logger = logging.getLogger(__name__)
+
+DeliverFn = Callable[[list[EventTuple], float], None]
+FlushFn = Callable[[str], None]
+
+
+class OutboxFollower:
+    """Poll the outbox after this process's high-water mark and deliver new rows."""
+
+    def __init__(
+        self,
+        *,
+        deliver: DeliverFn,
+        flush: FlushFn,
+        interval: float,
+        retention: float,
+        on_stats: Callable[[str, int], None] = lambda name, n: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tracker = CatchUpTracker(clock=clock)
+        self._deliver = deliver
+        self._flush = flush
+        self.interval = interval
+        self.retention = retention
+        self._count = on_stats
+        self._clock = clock
+        self._last_ok: float | None = None
+        self._next_prune = 0.0
+        self._failing = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Take the current newest row as the start, then poll in a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="tomori-outbox-follower", daemon=True
+            )
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Poll now (the fast path may have missed something)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and join the thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def note_applied(self, ids: Any) -> None:
+        """Skip these outbox ids when the poll reaches them (already applied)."""
+        if isinstance(ids, list | tuple) and ids:
+            self.tracker.note_applied(i for i in ids if isinstance(i, int))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+            self._wake.wait(self.interval)
+            self._wake.clear()
+        _close_connection()
+
+    def poll_once(self) -> int:
+        """Read and apply every new row; return how many rows were applied."""
+        try:
+            applied = self._poll()
+        except Exception as exc:  # noqa: BLE001 (the database may be down: retry)
+            self._note_failure(exc)
+            return 0
+        self._note_ok()
+        return applied
+
+    def _poll(self) -> int:
+        now = self._clock()
+        if self.tracker.high is None:
+            self.tracker.start_at(store.newest_id())
+        elif self._last_ok is not None and now - self._last_ok > self.retention:
+            self._start_over(f"away from the outbox for {now - self._last_ok:.0f} s")
+        applied = 0
+        while True:
+            rows = store.rows_after(self.tracker.high or 0, self.tracker.open_gaps())
+            applied += self._apply(rows)
+            if len(rows) < store.BATCH:
+                break
+        self._last_ok = now
+        self._prune_now_and_then(now)
+        return applied
+
+    def _apply(self, rows: list[store.OutboxRow]) -> int:
+        taken = self.tracker.take(rows)
+        if taken.overflow:
+            self._start_over("too many open outbox gaps")
+            return 0
+        for row in taken.apply:
+            try:
+                self._deliver(list(row.events), row.created_at)
+            except Exception:  # the tracker has moved past it: never lose the rest
+                logger.exception("outbox: applying row %d failed", row.id)
+        self._count("outbox_caught_up", len(taken.apply))
+        self._count("outbox_skipped", taken.skipped)
+        return len(taken.apply)
+
+    def _start_over(self, reason: str) -> None:
+        self._flush(reason)
+        self.tracker.start_at(store.newest_id())
+        self._count("outbox_restarts", 1)
+
+    def _prune_now_and_then(self, now: float) -> None:
+        if now < self._next_prune:
+            return
+        self._next_prune = now + max(60.0, self.retention / 10)
+        removed = store.prune(older_than=dt.timedelta(seconds=self.retention))
+        if removed:
+            logger.info("outbox: pruned %d row(s) older than the retention", removed)
+
+    def _note_failure(self, exc: Exception) -> None:
+        self._count("outbox_failures", 1)
+        _close_connection()
+        if not self._failing:
+            self._failing = True
+            logger.warning("outbox: cannot read the invalidation outbox: %s", exc)
+
+    def _note_ok(self) -> None:
+        if self._failing:
+            self._failing = False
+            logger.warning("outbox: reading the invalidation outbox again")
+
+
+def _close_connection() -> None:
+    # A broken connection stays broken; the next poll opens a new one.
+    from django.db import connection
+
+    try:
+        connection.close()
+    except Exception:  # noqa: BLE001
+        logger.debug("outbox: closing the connection failed", exc_info=True)

@@ -1,0 +1,72 @@
+"""The outbox table's reads and writes (the only ORM code of `caches.outbox`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+
+from django.db import DEFAULT_DB_ALIAS
+from django.utils import timezone
+
+from caches.bus.messages import EventTuple, events_from_json, events_to_json
+from caches.outbox.tracker import OutboxRow
+
+#: Rows read per query; a longer backlog is read in several.
+BATCH = 1000
+
+
+def _model():  # type: ignore[no-untyped-def]
+    from caches.models import InvalidationOutbox
+
+    return InvalidationOutbox
+
+
+def append(
+    events: Iterable[EventTuple], *, origin: str, using: str = DEFAULT_DB_ALIAS
+) -> int:
+    """Store one write's events in the current transaction; return the row id."""
+    row = (
+        _model()
+        .objects.using(using)
+        .create(
+            created_at=timezone.now(),
+            origin=origin[:200],
+            events=events_to_json(events),
+        )
+    )
+    return int(row.id)
+
+
+def newest_id(*, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Return the highest id stored (0 when the table is empty)."""
+    newest = _model().objects.using(using).order_by("-id").values_list("id").first()
+    return int(newest[0]) if newest else 0
+
+
+def rows_after(
+    high: int, gaps: Sequence[int] = (), *, using: str = DEFAULT_DB_ALIAS
+) -> list[OutboxRow]:
+    """Return up to BATCH rows with id above `high`, and any of the `gaps` ids, by id."""
+    from django.db.models import Q
+
+    model = _model()
+    wanted = Q(id__gt=high)
+    if gaps:
+        wanted |= Q(id__in=list(gaps))
+    rows = (
+        model.objects.using(using)
+        .filter(wanted)
+        .order_by("id")
+        .values_list("id", "created_at", "events")[:BATCH]
+    )
+    return [
+        OutboxRow(id=i, created_at=created.timestamp(), events=events_from_json(ev))
+        for i, created, ev in rows
+    ]
+
+
+def prune(*, older_than: dt.timedelta, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Delete rows older than `older_than`; return how many."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = _model().objects.using(using).filter(created_at__lt=cutoff).delete()
+    return int(deleted)
