@@ -122,6 +122,13 @@ class OutboxFollower:
                 logger.exception("outbox: applying row %d failed", row.id)
         self._count("outbox_caught_up", len(taken.apply))
         self._count("outbox_skipped", taken.skipped)
+        if taken.apply:
+            origins = sorted({row.origin for row in taken.apply})
+            logger.info(
+                "outbox: applied %d write(s) the bus had not delivered, from %s",
+                len(taken.apply),
+                ", ".join(origins),
+            )
         return len(taken.apply)
 
     def _start_over(self, reason: str) -> None:

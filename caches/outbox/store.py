@@ -57,11 +57,16 @@ def rows_after(
         model.objects.using(using)
         .filter(wanted)
         .order_by("id")
-        .values_list("id", "created_at", "events")[:BATCH]
+        .values_list("id", "created_at", "events", "origin")[:BATCH]
     )
     return [
-        OutboxRow(id=i, created_at=created.timestamp(), events=events_from_json(ev))
-        for i, created, ev in rows
+        OutboxRow(
+            id=i,
+            created_at=created.timestamp(),
+            events=events_from_json(ev),
+            origin=origin,
+        )
+        for i, created, ev, origin in rows
     ]
 
 

@@ -32,6 +32,7 @@ class OutboxRow:
     id: int
     created_at: float  # wall-clock seconds
     events: Any
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)
