@@ -35,6 +35,10 @@ OP_HELLO = 10
 OP_HEARTBEAT_ACK = 11
 
 HEARTBEAT_INTERVAL_MS = 41_250
+#: Discord acknowledges a heartbeat after a network round trip. An ACK sent
+#: at once can reach discord.py before its keep-alive thread has noted the
+#: send time, which it then reports as "Can't keep up ... 41.3s behind".
+HEARTBEAT_ACK_DELAY_SECONDS = 0.05
 CHUNK_SIZE = 1000
 BACKLOG_LIMIT = 10_000
 _TRACE = ['["simulated-gateway",{"micros":0}]']
@@ -72,6 +76,7 @@ class GatewayConnection:
         self.ws = ws
         self.session: Session | None = None
         self._lock = asyncio.Lock()
+        self._acks: set[asyncio.Task[None]] = set()
 
     @property
     def closed(self) -> bool:
@@ -83,7 +88,10 @@ class GatewayConnection:
         await self._send(
             {
                 "op": OP_HELLO,
-                "d": {"heartbeat_interval": HEARTBEAT_INTERVAL_MS, "_trace": _TRACE},
+                "d": {
+                    "heartbeat_interval": self.hub.heartbeat_interval_ms,
+                    "_trace": _TRACE,
+                },
             }
         )
         async for message in self.ws:
@@ -113,7 +121,14 @@ class GatewayConnection:
 
     async def _on_heartbeat(self, _: Any) -> None:
         self.hub.stats.heartbeats += 1
-        await self.send_op(OP_HEARTBEAT_ACK)
+        task = asyncio.ensure_future(self._ack_later())
+        self._acks.add(task)  # a task nobody references may be collected
+        task.add_done_callback(self._acks.discard)
+
+    async def _ack_later(self) -> None:
+        await asyncio.sleep(self.hub.heartbeat_ack_delay)
+        if not self.closed:
+            await self.send_op(OP_HEARTBEAT_ACK)
 
     async def _on_identify(self, data: dict[str, Any]) -> None:
         if self.session is not None:

@@ -9,7 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from tomori.bot.simulator.gateway import OP_RECONNECT, GatewayConnection, Session
+from tomori.bot.simulator.gateway import (
+    HEARTBEAT_ACK_DELAY_SECONDS,
+    HEARTBEAT_INTERVAL_MS,
+    OP_RECONNECT,
+    GatewayConnection,
+    Session,
+)
 from tomori.bot.simulator.intents import ALL_INTENTS, MESSAGE_CONTENT, allows
 from tomori.bot.simulator.payloads import Payload
 from tomori.bot.simulator.records import SimStats
@@ -29,6 +35,8 @@ class GatewayHub:
         self.all_shards_ready = asyncio.Event()
         self._routes: dict[int, Session] = {}
         self._identified = asyncio.Condition()
+        self.heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS
+        self.heartbeat_ack_delay = HEARTBEAT_ACK_DELAY_SECONDS
 
     @property
     def gateway_url(self) -> str:
