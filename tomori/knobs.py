@@ -593,6 +593,19 @@ KNOBS: tuple[Knob, ...] = (
         D,
         minimum=1,
     ),
+    # Shard lock (one client per shard).
+    Knob(
+        "SHARD_LOCK_TTL_SECONDS",
+        "int",
+        30,
+        "Lifetime of a worker's Redis shard lock. It is renewed every third of "
+        "it (every second or so while Redis fails); a worker that cannot renew "
+        "for a whole TTL stops, and a worker that takes a lock connects only "
+        "half a TTL later. Every worker of a deployment must use the same value.",
+        D,
+        minimum=3,
+        maximum=3600,
+    ),
     # Invalidation delivery (the outbox): the staleness bound under faults.
     Knob(
         "INVALIDATION_STALENESS_BOUND_SECONDS",

@@ -34,6 +34,8 @@ class BotProcess:
             "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
             "DATABASE_URL": test_database_url(),
             "PYTHONUNBUFFERED": "1",
+            # A short shard-lock TTL: a worker connects half a TTL after taking it.
+            "SHARD_LOCK_TTL_SECONDS": "4",
             **(env or {}),
         }
         self.proc = subprocess.Popen(

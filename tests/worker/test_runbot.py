@@ -10,7 +10,7 @@ import pytest
 
 from tests.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
-from tomori.bot.lock import ShardLock, ShardLockError, lock_names
+from tomori.bot.lock import LockState, ShardLock, ShardLockError, lock_names
 from tomori.bot.simulator import Scenario, generate_world
 from tomori.models import Server, ShortTermMemoryRecord
 
@@ -70,7 +70,7 @@ def test_a_second_worker_on_the_same_shard_is_refused_by_the_redis_lock(
     try:
         with pytest.raises(ShardLockError, match="runbot-shard-6"):
             ShardLock(lock_names([6])).acquire()
-        assert first.renew()
+        assert {r.state for r in first.renew()} == {LockState.HELD}
     finally:
         first.release()
     second = ShardLock(lock_names([6]))

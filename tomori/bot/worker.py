@@ -7,8 +7,10 @@ Start-up order (settings were validated by the command's system checks):
 3. warm the LLM cache, the catalogs (stored snapshots first, network later)
    and the preset avatars;
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
-   catalog stale check, live snapshot, shard-lock renewal;
+   catalog stale check, live snapshot;
 5. log in (to Discord, or to the built-in simulated Discord).
+Before all that it takes the shard lock and keeps renewing it (tomori/bot/lock/);
+a lock that may no longer be ours stops the worker with exit code 1.
 SIGTERM/SIGINT stops the timers, closes the gateway and the bus, flushes the
 pending durable short-term-memory writes and exits 0.
 """
@@ -49,7 +51,6 @@ from tomori.bot.lock import ShardLock, lock_names
 logger = logging.getLogger(__name__)
 
 CATALOG_CHECK_SECONDS = 60.0
-LOCK_RENEW_SECONDS = 10.0
 
 
 @dataclass
@@ -68,6 +69,7 @@ class WorkerOptions:
     traffic_rate: float | None = None
     fake_openrouter: bool = False
     worker_id: str = ""
+    wait_for_lock: bool = False
 
     def resolved_worker_id(self) -> str:
         """Return the id this worker reports under (host:pid[:shards])."""
@@ -100,20 +102,31 @@ class BotWorker:
         self.guard: MemoryGuard | None = None
         self.context: WorkerContext | None = None
         self.admin_port: int | None = None
-        self._lock = ShardLock(lock_names(options.shard_ids))
+        self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
+        self.exit_reason = ""  # why run() returned non-zero
         self._running = _Running()
         self.ready = asyncio.Event()
 
-    async def run(self) -> int:
-        """Run until stopped (signal, --duration or `stop()`); return the exit code."""
-        self._lock.acquire()
+    async def run(self, *, on_locked: Callable[[], object] | None = None) -> int:
+        """Run until stopped (signal, --duration or `stop()`); return the exit code.
+
+        `on_locked` runs once the shard lock is ours (the embedded admin starts
+        there, so a second process reports the held shard, not a busy port).
+        """
         self._install_signal_handlers()
+        if not await self._lock.take(
+            wait=self.options.wait_for_lock, stop=self.stop_event
+        ):
+            return 0  # stopped while waiting for the lock
         try:
+            self._spawn(self._keep_lock(), "shard-lock")
+            if on_locked is not None:
+                on_locked()
             await self.start()
             await self._wait_until_done()
         finally:
             await self.shutdown()
-        return 0
+        return 1 if self.exit_reason else 0
 
     def stop(self) -> None:
         """Ask the worker to shut down."""
@@ -136,6 +149,8 @@ class BotWorker:
         assert self.context is not None
         self.context.catalogs = self.catalogs
         self._start_timers()
+        if not await self._lock_handed_over():
+            return
         await self._log_in()
         self.ready.set()
         logger.info("worker %s is up", self.worker_id)
@@ -237,7 +252,6 @@ class BotWorker:
             self._every(settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
         )
-        self._spawn(self._every(LOCK_RENEW_SECONDS, self._renew_lock), "shard-lock")
 
     async def _check_catalogs(self) -> None:
         if self.catalogs is None:
@@ -245,8 +259,34 @@ class BotWorker:
         await load_stored_snapshots(self.catalogs)
         await self.catalogs.refresh_stale()
 
-    async def _renew_lock(self) -> None:
-        await asyncio.to_thread(self._lock.renew)
+    async def _keep_lock(self) -> None:
+        while not self.stop_event.is_set():
+            verdict = await asyncio.to_thread(self._lock.keep)
+            if not verdict.serving:
+                await self._lose_lock(verdict.reason)
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), verdict.next_in)
+
+    async def _lose_lock(self, reason: str) -> None:
+        # Another gateway session may serve the shard now: close ours first.
+        logger.error("%s; stopping worker %s", reason, self.worker_id)
+        self.exit_reason = reason
+        try:
+            await asyncio.wait_for(self._close_client(), 5)
+            logger.error("gateway closed: the shard lock is lost")
+        except Exception:  # noqa: BLE001 (shutdown closes it again)
+            logger.exception("closing the gateway failed")
+        self.stop()
+
+    async def _lock_handed_over(self) -> bool:
+        """Wait until a previous holder that lost the key must have noticed."""
+        delay = self._lock.connect_at - self._lock.clock()
+        if delay > 0 and not self.stop_event.is_set():
+            logger.info("connecting in %.1fs, once any previous holder has left", delay)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), delay)
+        return not self.stop_event.is_set()
 
     async def _publish_async(self) -> None:
         # Built here, on the loop that owns the caches and discord.py's state;
@@ -341,7 +381,7 @@ class BotWorker:
         if task.cancelled() or task.exception() is None:
             return
         logger.error("worker task %s died", task.get_name(), exc_info=task.exception())
-        if task.get_name() == "discord-client":
+        if task.get_name() in ("discord-client", "shard-lock"):
             self.stop()
 
     async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:

@@ -76,21 +76,29 @@ class Command(BaseCommand):
             action="store_true",
             help="serve sample OpenRouter catalogs from a loopback fake",
         )
+        parser.add_argument(
+            "--wait-for-lock",
+            action="store_true",
+            help="wait for a shard held by another runbot instead of refusing",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         options = self._options(opts)
-        admin = self._start_admin(options)
         worker_options_note = "simulated Discord" if options.simulate else "Discord"
         self.stdout.write(f"runbot: connecting to {worker_options_note}")
+        worker = BotWorker(options)
+        admin: list[Any] = []  # started once the shard lock is ours
         try:
-            code = asyncio.run(BotWorker(options).run())
+            code = asyncio.run(
+                worker.run(on_locked=lambda: admin.append(self._start_admin(options)))
+            )
         except ShardLockError as exc:
             raise CommandError(str(exc)) from exc
         finally:
-            if admin is not None:
-                admin.stop()
+            for server in filter(None, admin):
+                server.stop()
         if code:
-            raise CommandError(f"worker exited with {code}")
+            raise CommandError(worker.exit_reason or f"worker exited with {code}")
 
     def _options(self, opts: dict[str, Any]) -> WorkerOptions:
         token = settings.DISCORD_TOKEN
@@ -116,6 +124,7 @@ class Command(BaseCommand):
             admin_port=opts["admin_port"],
             traffic_rate=opts["traffic_rate"],
             fake_openrouter=opts["fake_openrouter"],
+            wait_for_lock=opts["wait_for_lock"],
         )
 
     def _start_admin(self, options: WorkerOptions) -> Any:
