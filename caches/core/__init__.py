@@ -3,7 +3,7 @@
 from caches.core.bounded import BoundedTTLCache, Loader
 from caches.core.clock import Clock, FakeClock
 from caches.core.markers import MISSING, DoNotCache, Missing
-from caches.core.store import MAX_TTL_QUEUES, ExpiringStore
+from caches.core.store import MAX_TTL_QUEUES, ExpiringStore, ScopeFn
 
 __all__ = [
     "MAX_TTL_QUEUES",
@@ -12,6 +12,7 @@ __all__ = [
     "Clock",
     "DoNotCache",
     "ExpiringStore",
+    "ScopeFn",
     "FakeClock",
     "Loader",
     "Missing",

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from caches.core.clock import Clock
 from caches.core.markers import MISSING, DoNotCache, Missing
-from caches.core.store import ExpiringStore
+from caches.core.store import ExpiringStore, ScopeFn
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -76,10 +76,11 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         ttl: float | None = None,
         sweep_interval: float = 600.0,
         clock: Clock = time.monotonic,
+        scopes: Mapping[str, ScopeFn] | None = None,
     ) -> None:
         if not sweep_interval > 0:
             raise ValueError(f"cache {name!r}: sweep_interval must be > 0")
-        super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock)
+        super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock, scopes=scopes)
         # Expired entries go at the first read or write past their deadline,
         # which already meets the sweep contract; kept and reported for it.
         self.sweep_interval = float(sweep_interval)
@@ -218,6 +219,19 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         for key in matched:
             self._remove(key)
         staled = self._detach_flights(k for k in self._inflight if predicate(k))
+        self._note_invalidation(len(matched), staled)
+        return len(matched)
+
+    def invalidate_scope(self, scope: str, value: Hashable) -> int:
+        """Drop every key of scope `scope` = `value` (through its index); return removals."""
+        self._expire_due()
+        matched = list(self._scope_index(scope).get(value, ()))
+        for key in matched:
+            self._remove(key)
+        staled = 0
+        if self._inflight:
+            fn = self._scope_fns[scope]
+            staled = self._detach_flights(k for k in self._inflight if value in fn(k))
         self._note_invalidation(len(matched), staled)
         return len(matched)
 

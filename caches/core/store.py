@@ -29,6 +29,16 @@ Clock. Any non-decreasing float clock (default `time.monotonic`). Swapping
 clocks (`set_clock` or assigning `cache.clock`) carries every entry's
 remaining lifetime over to the new clock.
 
+Scopes. A store built with `scopes={"server": fn, ...}` keeps a secondary
+index per scope: `fn(key)` returns the scope values a key belongs to (a
+tuple, empty for none), and `keys_in_scope("server", 42)` returns the live
+keys of scope value 42 without a scan. The index is maintained wherever an
+entry is added or removed (set, eviction, expiry, invalidation, clear), so
+a scoped invalidation costs O(entries it drops). Its cost is on the write
+path only (one call of each scope function per new key and per removal)
+and, in memory, one set slot per key and scope plus one set per distinct
+scope value; stores without scopes pay one truth test per write.
+
 Like the cache built on it, the store is confined to the event-loop thread
 (see `caches.core.bounded`).
 """
@@ -37,7 +47,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, TypeVar, cast, overload
 
 from caches.core.clock import Clock
@@ -53,6 +63,9 @@ D = TypeVar("D")
 MAX_TTL_QUEUES = 32
 # Stale slots tolerated beyond the live entry count before queues are rebuilt.
 _STALE_SLACK = 1024
+
+#: A scope function: the scope values a key belongs to (empty: none).
+ScopeFn = Callable[[Any], tuple[Hashable, ...]]
 
 
 class ExpiringStore(Generic[K, V]):
@@ -72,6 +85,7 @@ class ExpiringStore(Generic[K, V]):
         maxsize: int,
         ttl: float | None = None,
         clock: Clock = time.monotonic,
+        scopes: Mapping[str, ScopeFn] | None = None,
     ) -> None:
         if maxsize < 1:
             raise ValueError(f"cache {name!r}: maxsize must be >= 1, got {maxsize}")
@@ -84,6 +98,8 @@ class ExpiringStore(Generic[K, V]):
         self._data: dict[K, V] = {}
         self.evictions = 0
         self.expirations = 0
+        self._scope_fns: dict[str, ScopeFn] = dict(scopes or {})
+        self._scopes: tuple[tuple[ScopeFn, dict[Hashable, set[K]]], ...] = ()
         self._reset_structure()
 
     # ----------------------------------------------------------- clock
@@ -136,6 +152,42 @@ class ExpiringStore(Generic[K, V]):
         self._expire_due()
         return list(self._data.items())
 
+    def keys_in_scope(self, scope: str, value: Hashable) -> list[K]:
+        """Return the live keys whose scope `scope` includes `value` (no scan)."""
+        self._expire_due()
+        return list(self._scope_index(scope).get(value, ()))
+
+    @property
+    def scope_names(self) -> tuple[str, ...]:
+        """Return the names of this store's scope indexes."""
+        return tuple(self._scope_fns)
+
+    def _scope_index(self, scope: str) -> dict[Hashable, set[K]]:
+        names = list(self._scope_fns)
+        if scope not in self._scope_fns:
+            raise KeyError(
+                f"cache {self.name!r} has no scope {scope!r}; it has {names}"
+            )
+        return self._scopes[names.index(scope)][1]
+
+    def _index_add(self, key: K) -> None:
+        for fn, index in self._scopes:
+            for value in fn(key):
+                members = index.get(value)
+                if members is None:
+                    index[value] = {key}
+                else:
+                    members.add(key)
+
+    def _index_remove(self, key: K) -> None:
+        for fn, index in self._scopes:
+            for value in fn(key):
+                members = index.get(value)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del index[value]
+
     # ----------------------------------------------------------- writes
 
     def set(self, key: K, value: V, ttl: float | None = None) -> None:
@@ -156,7 +208,10 @@ class ExpiringStore(Generic[K, V]):
                 q0 = self._q0
                 keys = q0.keys
                 head = q0.head
-                del data[keys[head]]  # type: ignore[arg-type]
+                evicted = keys[head]
+                del data[evicted]  # type: ignore[arg-type]
+                if self._scopes:
+                    self._index_remove(evicted)  # type: ignore[arg-type]
                 keys[head] = None
                 head += 1
                 if head >= _COMPACT_AFTER and head * 2 >= len(keys):
@@ -171,6 +226,8 @@ class ExpiringStore(Generic[K, V]):
         queue.keys.append(key)
         queue.times.append(now)
         data[key] = value
+        if self._scopes:
+            self._index_add(key)
         if self._stale:
             self._note_live_slot(key, queue)
         deadline = now + queue.ttl
@@ -224,6 +281,8 @@ class ExpiringStore(Generic[K, V]):
     def _remove(self, key: K) -> None:
         # The key's slot stays queued as stale until a pop or compaction.
         del self._data[key]
+        if self._scopes:
+            self._index_remove(key)
         record = self._stale.get(key)
         if record is None:
             record = self._stale[key] = StaleRecord()
@@ -246,6 +305,7 @@ class ExpiringStore(Generic[K, V]):
         self._stale = {}
         self._stale_slots = 0
         self._front_deadline = math.inf
+        self._scopes = tuple((fn, {}) for fn in self._scope_fns.values())
 
     def _expire_due(self) -> None:
         now = self._now()
@@ -288,9 +348,13 @@ class ExpiringStore(Generic[K, V]):
         record = self._stale.get(key) if self._stale else None
         if record is None:
             del self._data[key]
+            if self._scopes:
+                self._index_remove(key)
             return True
         if record.is_live_slot(queue.ttl, position):
             del self._data[key]
+            if self._scopes:
+                self._index_remove(key)
             record.live_ttl = None
             return True
         record.stale -= 1

@@ -1,0 +1,120 @@
+"""Scope indexes: a scoped invalidation drops exactly what a scan would, without the scan."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from caches.core import BoundedTTLCache, FakeClock
+
+
+def by_server(key: tuple[int, int]) -> tuple[int, ...]:
+    return (key[0],)
+
+
+def by_channel_or_parent(key: tuple[int, int]) -> tuple[int, ...]:
+    return (key[1], key[1] // 10)  # a channel and its "parent"
+
+
+def cache(clock: FakeClock, maxsize: int = 1000) -> BoundedTTLCache:
+    return BoundedTTLCache(
+        "scoped",
+        maxsize=maxsize,
+        ttl=60,
+        clock=clock,
+        scopes={"server": by_server, "channel": by_channel_or_parent},
+    )
+
+
+def test_a_scoped_invalidation_drops_only_that_scope(fake_clock):
+    c = cache(fake_clock)
+    for server in range(3):
+        for channel in range(10, 15):
+            c.set((server, channel), "v")
+    assert c.invalidate_scope("server", 1) == 5
+    assert sorted(c.keys()) == [(s, ch) for s in (0, 2) for ch in range(10, 15)]
+    assert c.keys_in_scope("server", 1) == []
+    assert c.invalidations == 5
+
+
+def test_a_key_in_two_values_of_a_scope_goes_with_either(fake_clock):
+    c = cache(fake_clock)
+    c.set((0, 123), "thread")  # channel 123, parent 12
+    c.set((0, 12), "parent")  # channel 12, parent 1
+    assert c.invalidate_scope("channel", 12) == 2
+    assert len(c) == 0
+
+
+def test_evicted_and_expired_keys_leave_the_index(fake_clock):
+    c = cache(fake_clock, maxsize=2)
+    c.set((1, 10), "a")
+    c.set((1, 11), "b")
+    c.set((2, 10), "c")  # evicts (1, 10)
+    assert sorted(c.keys_in_scope("server", 1)) == [(1, 11)]
+    fake_clock.advance(61)
+    assert c.keys_in_scope("server", 1) == [] and c.keys_in_scope("server", 2) == []
+    c.set((3, 10), "d")
+    c.clear()
+    assert c.keys_in_scope("server", 3) == []
+    assert c._scopes[0][1] == {} and c._scopes[1][1] == {}
+
+
+def test_an_unknown_scope_is_an_error(fake_clock):
+    with pytest.raises(KeyError, match="has no scope 'user'"):
+        cache(fake_clock).invalidate_scope("user", 1)
+
+
+async def test_a_scoped_invalidation_stales_a_load_in_flight(fake_clock):
+    import asyncio
+
+    c = cache(fake_clock)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def load() -> str:
+        started.set()
+        await release.wait()
+        return "old"
+
+    task = asyncio.ensure_future(c.get_or_load((5, 50), load))
+    await started.wait()
+    c.invalidate_scope("server", 5)
+    release.set()
+    assert await task == "old"
+    assert (5, 50) not in c  # a load that overlapped the invalidation is not stored
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["set", "invalidate", "scope", "tick"]),
+            st.integers(0, 4),
+            st.integers(10, 40),
+        ),
+        max_size=120,
+    )
+)
+def test_the_index_always_agrees_with_a_scan(ops):
+    clock = FakeClock()
+    c = cache(clock, maxsize=25)
+    for op, server, channel in ops:
+        if op == "set":
+            c.set((server, channel), "v", ttl=random.choice([None, 5.0]))
+        elif op == "invalidate":
+            c.invalidate((server, channel))
+        elif op == "tick":
+            clock.advance(3)
+        else:
+            live = c.keys()
+            expected = {k for k in live if k[0] == server}
+            assert c.invalidate_scope("server", server) == len(expected)
+        live = c.keys()
+        for value in range(5):
+            scanned = {k for k in live if k[0] == value}
+            assert set(c.keys_in_scope("server", value)) == scanned
+        for value in range(1, 41):
+            scanned = {k for k in live if value in by_channel_or_parent(k)}
+            assert set(c.keys_in_scope("channel", value)) == scanned
