@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tomori.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "tomori.urls"

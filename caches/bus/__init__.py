@@ -18,10 +18,12 @@ from typing import Any
 
 from caches.bus.commands import CommandHandler
 from caches.bus.core import ApplyFn, Bus, FlushFn, apply_to_registry, flush_registry
+from caches.bus.errors import BusUnavailable
 from caches.bus.messages import EventTuple
 
 __all__ = [
     "Bus",
+    "BusUnavailable",
     "apply_to_registry",
     "broadcast",
     "configure",
@@ -109,7 +111,10 @@ def stats() -> dict[str, Any]:
 
 
 def send_command(command: dict[str, Any], *, timeout: float) -> list[dict[str, Any]]:
-    """Send an operator command to every worker; return their replies within `timeout`."""
+    """Send an operator command to every worker; return their replies within `timeout`.
+
+    Raises BusUnavailable when Redis cannot be reached (nothing was delivered).
+    """
     return get_bus().send_command(command, timeout=timeout)
 
 
