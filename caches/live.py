@@ -14,7 +14,10 @@ import threading
 import time
 from typing import Any
 
+import redis
 from django.conf import settings
+
+from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +26,10 @@ KEY_PREFIX = ""
 _local: dict[str, tuple[float, dict[str, Any]]] = {}
 _local_lock = threading.Lock()
 _redis_client: Any = None
+
+
+class LiveDataUnavailable(Exception):
+    """The live snapshots cannot be read (Redis unreachable); the message says why."""
 
 
 def key_prefix() -> str:
@@ -38,8 +45,6 @@ def snapshot_ttl_seconds() -> float:
 def _redis() -> Any:
     global _redis_client
     if _redis_client is None:
-        import redis
-
         _redis_client = redis.Redis.from_url(
             settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
         )
@@ -78,7 +83,10 @@ def withdraw_snapshot(worker_id: str) -> None:
 
 
 def live_snapshots() -> list[dict[str, Any]]:
-    """Return the snapshots of every live worker, sorted by worker id."""
+    """Return the snapshots of every live worker, sorted by worker id.
+
+    Raises LiveDataUnavailable when Redis cannot be read.
+    """
     if not settings.REDIS_URL:
         now = time.monotonic()
         with _local_lock:
@@ -86,10 +94,24 @@ def live_snapshots() -> list[dict[str, Any]]:
                 del _local[worker_id]
             found = [snap for _, snap in _local.values()]
         return sorted(found, key=lambda s: s["worker_id"])
-    client = _redis()
-    keys = sorted(client.scan_iter(match=key_prefix() + "*", count=100))
-    values = client.mget(keys) if keys else []
-    return [json.loads(v) for v in values if v is not None]
+    try:
+        client = _redis()
+        keys = sorted(client.scan_iter(match=key_prefix() + "*", count=100))
+        values = client.mget(keys) if keys else []
+    except (redis.RedisError, OSError) as exc:
+        where = describe_redis_url(settings.REDIS_URL)
+        raise LiveDataUnavailable(f"Redis unreachable at {where}: {exc}") from exc
+    return [snap for snap in map(_decode, values) if snap is not None]
+
+
+def _decode(value: bytes | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        snapshot = json.loads(value)
+    except ValueError:
+        return None  # one corrupt key must not hide every other worker
+    return snapshot if isinstance(snapshot, dict) and "worker_id" in snapshot else None
 
 
 def reset_for_tests() -> None:

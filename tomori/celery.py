@@ -2,6 +2,13 @@
 
 Celery runs no Django system checks, so the worker and beat check the
 settings themselves at start and refuse to run with an invalid one.
+
+Django is set up by Celery's Django fixup while the loader initialises,
+before Celery redirects stdout/stderr into its logging. It must not be set
+up again after that: `django.setup()` re-applies LOGGING, whose console
+handler would then write to the redirected stderr, and Celery's recursion
+guard drops every record (beat went silent, even "Sending due task").
+Errors are printed to the real stderr for the same reason.
 """
 
 import os
@@ -18,19 +25,26 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["caches", "metrics", "tomori"])
 
 
+def _setup_django_once() -> None:
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        django.setup()
+
+
 @worker_init.connect
 @beat_init.connect
 def _refuse_invalid_settings(**_: Any) -> None:
-    import django
-
-    django.setup()
     from django.core.exceptions import ImproperlyConfigured
 
-    from tomori.checks import raise_on_invalid_settings
-
     try:
+        _setup_django_once()
+        from tomori.checks import raise_on_invalid_settings
+
         raise_on_invalid_settings()
     except ImproperlyConfigured as exc:
         # Celery logs and swallows exceptions from signal receivers: exit instead.
-        print(exc, file=sys.stderr)
+        print(exc, file=sys.__stderr__, flush=True)
         raise SystemExit(1) from exc

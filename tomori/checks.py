@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
+
+logger = logging.getLogger(__name__)
 
 
 @checks.register(checks.Tags.compatibility, "tomori")
@@ -43,6 +47,38 @@ def check_crypto_keys(
             )
         ]
     return []
+
+
+@checks.register(checks.Tags.database, "tomori")
+def check_webhook_key_versions(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Warn about stored webhook tokens under key versions with no secret set.
+
+    Reads the database, so it runs only when asked to (`check --database
+    default`, `migrate`, `runbot`), like Django's own database checks.
+    """
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    from caches.layers.webhook import describe_missing_keys, webhooks_under_missing_keys
+
+    try:
+        counts = webhooks_under_missing_keys()
+    except (
+        DatabaseError
+    ) as exc:  # not migrated yet, or unreachable: other checks say so
+        logger.info("check caches.W010 skipped: %s", exc)
+        return []
+    if not counts:
+        return []
+    return [
+        checks.Warning(
+            describe_missing_keys(counts),
+            hint="Rows are never deleted for a missing key; restore the secret, "
+            "or delete the rows in the admin (Managed webhooks) if it is lost.",
+            id="caches.W010",
+        )
+    ]
 
 
 def raise_on_invalid_settings() -> None:

@@ -9,9 +9,11 @@ even if their secrets are equal.
 
 Every ciphertext row remembers the version it was written under. Reading a row
 under an old version decrypts with that version's key and re-encrypts with the
-current one (`MultiFernet.rotate`); a row whose version is unknown or whose
-ciphertext fails authentication raises `SecretDecryptionError`, and the caller
-deletes it. The plaintext carries a context string (the webhook id), so a
+current one (`MultiFernet.rotate`); a row whose version is not configured
+raises `KeyVersionMissing`, one whose ciphertext fails authentication
+`SecretDecryptionError` (its parent). Either may be a configuration error (a
+rolled-back rotation, a mistyped secret), so callers keep such rows rather
+than delete them. The plaintext carries a context string (the webhook id), so a
 ciphertext copied onto another row does not decrypt there.
 
 Plaintext secrets travel as `SecretToken`, whose repr and str are masked, so a
@@ -78,6 +80,14 @@ class SecretDecryptionError(Exception):
     """A stored ciphertext cannot be decrypted (unknown key, tampered, other row)."""
 
 
+class KeyVersionMissing(SecretDecryptionError):
+    """The ciphertext's key version has no CRYPTO_SECRET_V<n> in this process."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"no CRYPTO_SECRET_V{version} is set")
+        self.version = version
+
+
 @dataclass(frozen=True, slots=True)
 class EncryptedSecret:
     """A ciphertext and the key version it was written under."""
@@ -127,8 +137,13 @@ def current_key_version() -> int:
 def _key_for(version: int) -> Fernet:
     secret = settings.CRYPTO_SECRETS.get(version)
     if not secret:
-        raise SecretDecryptionError(f"no CRYPTO_SECRET_V{version} is set")
+        raise KeyVersionMissing(version)
     return _fernet(secret, version)
+
+
+def configured_key_versions() -> frozenset[int]:
+    """Return the key versions this process has a secret for."""
+    return frozenset(v for v, secret in settings.CRYPTO_SECRETS.items() if secret)
 
 
 def encrypt_secret(secret: SecretToken, *, context: str) -> EncryptedSecret:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tomori.service_urls import http_url_or_none
+
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
@@ -23,7 +25,7 @@ class Knob:
     """One env variable: how to parse it, what it defaults to, what it does."""
 
     name: str
-    kind: str  # "int", "float", "bool", "str"
+    kind: str  # "int", "float", "bool", "str", "url" (http or https, with a host)
     default: Any
     help: str
     group: str
@@ -37,6 +39,8 @@ class Knob:
             return "one of 1/true/yes/on or 0/false/no/off"
         if self.kind == "str":
             return "a string"
+        if self.kind == "url":
+            return "an http:// or https:// URL with a host"
         noun = "an integer" if self.kind == "int" else "a number"
         low, high = self.minimum, self.maximum
         if low is not None and high is not None:
@@ -462,7 +466,7 @@ KNOBS: tuple[Knob, ...] = (
     # OpenRouter catalogs.
     Knob(
         "OPENROUTER_BASE_URL",
-        "str",
+        "url",
         "https://openrouter.ai/api/v1",
         "Base URL of the OpenRouter API.",
         O,
@@ -629,10 +633,22 @@ KNOBS: tuple[Knob, ...] = (
 
 KNOBS_BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
 
+# Parsed by the same rules, but outside the table: settings.py reads it first
+# (it decides whether SECRET_KEY is required) and stops at once on a bad value.
+DEBUG_KNOB = Knob(
+    "DEBUG",
+    "bool",
+    False,
+    "Development mode. Allows the built-in dev SECRET_KEY and missing crypto keys.",
+    "Process and services",
+)
+
 
 def parse_knob(knob: Knob, raw: str | None) -> tuple[Any, str | None]:
     """Return (value, error) for one raw env string; error names the variable."""
-    if raw is None or (raw.strip() == "" and (knob.optional or knob.kind == "str")):
+    if raw is None or (
+        raw.strip() == "" and (knob.optional or knob.kind in ("str", "url"))
+    ):
         return (None if knob.optional else knob.default), None
     text = raw.strip()
     value = _convert(knob, text)
@@ -650,6 +666,7 @@ def _convert(knob: Knob, text: str) -> Any:
         "float": _to_float,
         "bool": _to_bool,
         "str": str,
+        "url": http_url_or_none,
     }
     return converters[knob.kind](text)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from tomori.knobs import read_knobs
+from tomori.knobs import DEBUG_KNOB, parse_knob, read_knobs
+from tomori.service_urls import default_bus_channel, redis_url_error
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -16,7 +17,11 @@ VAR_DIR = BASE_DIR / "var"
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-DEBUG = env.bool("DEBUG", default=False)
+# Strict like every knob: "maybe" is neither dev mode nor production, and a
+# guess either way is wrong (env.bool would read it as false).
+DEBUG, _debug_error = parse_knob(DEBUG_KNOB, os.environ.get("DEBUG"))
+if _debug_error:
+    raise ImproperlyConfigured(_debug_error)
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
@@ -52,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tomori.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "tomori.urls"
@@ -107,7 +113,11 @@ STATIC_ROOT = VAR_DIR / "static"
 # Redis: optional. Set, it carries the invalidation bus, the workers' live
 # snapshots and Celery; unset, everything runs in one process.
 REDIS_URL = env.str("REDIS_URL", default="")
-TOMORI_BUS_CHANNEL = env.str("TOMORI_BUS_CHANNEL", default="tomori:bus")
+# Pub/sub ignores the database number: deployments sharing a Redis server on
+# different dbs would share a fixed channel, so the default names the db.
+TOMORI_BUS_CHANNEL = env.str("TOMORI_BUS_CHANNEL", default="")
+if not TOMORI_BUS_CHANNEL:
+    TOMORI_BUS_CHANNEL = default_bus_channel(REDIS_URL)
 TOMORI_WORKER_ID = env.str("TOMORI_WORKER_ID", default="")
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -132,6 +142,8 @@ CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
 # raise here: tomori.checks reports them all, naming each variable.
 
 _knob_values, KNOB_ERRORS = read_knobs(os.environ)
+if _redis_error := redis_url_error(REDIS_URL):
+    KNOB_ERRORS.append(_redis_error)
 if _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] is None:
     _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] = _knob_values[
         "TOMORI_STATE_CACHE_TTL_MINUTES"

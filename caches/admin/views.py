@@ -28,16 +28,23 @@ from caches.admin.forms import (
     InvalidateKeyForm,
     RefreshCatalogsForm,
 )
+from caches.bus import BusUnavailable
 from caches.live import snapshot_ttl_seconds
 from caches.models import CacheControl
 from caches.operations import (
+    DATABASE_ERRORS,
+    EmergencyPlan,
+    LastSample,
+    LiveWorkers,
     OperationOutcome,
     clear_all_command,
+    database_fault,
     describe_command,
     emergency_plan,
     ensure_layers_loaded,
     last_cache_sizes_sample,
-    live_worker_views,
+    read_live_workers,
+    sample_age_note,
     send_command,
 )
 from caches.registry import registry
@@ -99,6 +106,43 @@ def log_operator_action(request: HttpRequest, outcome: OperationOutcome) -> None
     )
 
 
+def last_sample_or_fault() -> tuple[LastSample | None, str | None]:
+    """Return the newest cache_sizes sample, or why it cannot be read."""
+    try:
+        return last_cache_sizes_sample(), None
+    except DATABASE_ERRORS as exc:
+        return None, f"{database_fault(exc)} (no stored sample can be shown)"
+
+
+def live_faults(live: LiveWorkers, sample: LastSample | None) -> list[str]:
+    """Return the banner lines: each fault, with the last sample's age if live data is missing."""
+    if live.live:
+        return list(live.faults)
+    first, *rest = live.faults
+    return [f"Live worker data unavailable: {first}; {sample_age_note(sample)}.", *rest]
+
+
+def emergency_faults(plan: EmergencyPlan) -> list[str]:
+    """Return the confirmation page's banner lines."""
+    if plan.live_fault is None:
+        return []
+    return [
+        f"Live worker data unavailable: {plan.live_fault}. The lists below come "
+        "from this process's registry, and the bus cannot reach the workers now."
+    ]
+
+
+def stored_data_notes() -> list[str]:
+    """Return warnings about stored data this process cannot use (webhook keys)."""
+    from caches.layers.webhook import describe_missing_keys, webhooks_under_missing_keys
+
+    try:
+        counts = webhooks_under_missing_keys()
+    except DATABASE_ERRORS:
+        return []  # a lost database shows as the 503 page or a fault line
+    return [describe_missing_keys(counts)] if counts else []
+
+
 def report(request: HttpRequest, outcome: OperationOutcome) -> None:
     """Add one summary message and one message per worker reply."""
     if not outcome.answered:
@@ -134,18 +178,28 @@ class DashboardViews:
         key_form: InvalidateKeyForm | None = None,
         status: int = 200,
     ) -> HttpResponse:
-        """Render the dashboard (optionally with a bound, invalid key form)."""
-        workers = live_worker_views()
+        """Render the dashboard (optionally with a bound, invalid key form).
+
+        With Redis or the database unreachable it still renders, with a
+        banner naming each fault.
+        """
+        live = read_live_workers()
+        workers = live.workers
+        sample, sample_fault = (None, None) if workers else last_sample_or_fault()
         names = {layer.name for worker in workers for layer in worker.layers}
         choices = cache_choices(names)
         form = key_form or InvalidateKeyForm(
             cache_choices=choices, issued_by=_issuer(request)
         )
+        faults = live_faults(live, sample) + ([sample_fault] if sample_fault else [])
         context = self._context(
             request,
             title="Cache dashboard",
             workers=workers,
-            last_sample=None if workers else last_cache_sizes_sample(),
+            live_known=live.live,
+            faults=faults,
+            notes=stored_data_notes(),
+            last_sample=sample,
             key_form=form,
             snapshot_ttl=snapshot_ttl_seconds(),
             refresh_seconds=REFRESH_SECONDS,
@@ -165,11 +219,28 @@ class DashboardViews:
         command: dict[str, Any],
         *,
         timeout: float | None = None,
+        key_form: InvalidateKeyForm | None = None,
     ) -> HttpResponse:
-        outcome = send_command(command, timeout=timeout or command_timeout())
+        try:
+            outcome = send_command(command, timeout=timeout or command_timeout())
+        except BusUnavailable as exc:
+            return self._bus_unavailable(request, exc, key_form=key_form)
         log_operator_action(request, outcome)
         report(request, outcome)
         return HttpResponseRedirect(self._url())
+
+    def _bus_unavailable(
+        self,
+        request: HttpRequest,
+        exc: BusUnavailable,
+        *,
+        key_form: InvalidateKeyForm | None,
+    ) -> HttpResponse:
+        # A form error, not a 500: the operator learns nothing was sent, and why.
+        messages.error(request, f"Nothing was sent: {exc}")
+        if key_form is not None:
+            key_form.add_error(None, str(exc))
+        return self.render_dashboard(request, key_form=key_form, status=503)
 
     def _invalid(self, request: HttpRequest, form: CommandForm) -> HttpResponse:
         errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
@@ -187,14 +258,14 @@ class DashboardViews:
     def invalidate_key(self, request: HttpRequest) -> HttpResponse:
         """Drop one key of one cache on every worker; a bad key is a form error."""
         _require_manage(request)
-        workers = live_worker_views(with_populations=False)
+        workers = read_live_workers(with_populations=False).workers
         names = {layer.name for worker in workers for layer in worker.layers}
         form = InvalidateKeyForm(
             request.POST, cache_choices=cache_choices(names), issued_by=_issuer(request)
         )
         if not form.is_valid() or form.command is None:
             return self.render_dashboard(request, key_form=form, status=400)
-        return self._send(request, form.command)
+        return self._send(request, form.command, key_form=form)
 
     def clear_all(self, request: HttpRequest) -> HttpResponse:
         """Clear every invalidatable cache on every worker."""
@@ -216,10 +287,12 @@ class DashboardViews:
             form = EmergencyClearForm(request.POST, issued_by=_issuer(request))
             if form.is_valid() and form.command is not None:
                 return self._send(request, form.command)
+        plan = emergency_plan()
         context = self._context(
             request,
             title="Run the emergency cache clear?",
-            plan=emergency_plan(),
+            faults=emergency_faults(plan),
+            plan=plan,
             plan_with_stm=emergency_plan(include_short_term_memory=True),
             form=EmergencyClearForm(issued_by=_issuer(request)),
             timeout=command_timeout(),

@@ -25,10 +25,12 @@ from caches.bus.core import (
     apply_to_registry,
     flush_registry,
 )
+from caches.bus.errors import BusUnavailable
 from caches.bus.messages import EventTuple
 
 __all__ = [
     "Bus",
+    "BusUnavailable",
     "apply_to_registry",
     "broadcast",
     "configure",
@@ -143,7 +145,10 @@ def stats() -> dict[str, Any]:
 
 
 def send_command(command: dict[str, Any], *, timeout: float) -> list[dict[str, Any]]:
-    """Send an operator command to every worker; return their replies within `timeout`."""
+    """Send an operator command to every worker; return their replies within `timeout`.
+
+    Raises BusUnavailable when Redis cannot be reached (nothing was delivered).
+    """
     return get_bus().send_command(command, timeout=timeout)
 
 

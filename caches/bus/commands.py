@@ -19,9 +19,11 @@ from typing import Any
 
 import redis
 
+from caches.bus.errors import BusUnavailable
 from caches.bus.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
 from caches.bus.publisher import RedisPublisher, redis_client
 from caches.bus.stats import BusStats
+from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ CommandHandler = Callable[[dict[str, Any]], Any]
 
 #: Replies left unread (the sender timed out) expire after this many seconds.
 REPLY_TTL_SECONDS = 60
+#: Longest wait for older messages to be published before a command is sent.
+BACKLOG_DRAIN_SECONDS = 2.0
 
 
 def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
@@ -88,6 +92,7 @@ class RedisCommands:
         self._runner = runner
         self._stats = stats
         self._client: redis.Redis | None = None
+        self._probe: redis.Redis | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._reply_seq = 0
 
@@ -96,6 +101,7 @@ class RedisCommands:
     ) -> list[dict[str, Any]]:
         """Publish `command`; return this process's reply and every remote one in time."""
         deadline = time.monotonic() + timeout
+        self._require_redis(timeout)
         command_id = uuid.uuid4().hex
         reply_to = REPLY_PREFIX + command_id
         receivers = self._publisher.publish(
@@ -109,10 +115,39 @@ class RedisCommands:
                 command=command,
             )
         )
+        if receivers is None:
+            # Redis went away after the PING: the publisher keeps the command
+            # in its backlog, and receivers drop it once older than `timeout`.
+            raise BusUnavailable(
+                f"bus unreachable: Redis at {self._where()} stopped answering; "
+                f"the command was not delivered (workers ignore it after {timeout:g} s)"
+            )
         replies = [self._runner.run(command, timeout)] if self._runner.handler else []
         # Our own subscriber received it too, and skips its own messages.
-        expected = (receivers or 0) - int(listening_here)
+        expected = receivers - int(listening_here)
         return replies + self._collect(reply_to, expected, deadline)
+
+    def _require_redis(self, timeout: float) -> None:
+        # Checked before publishing: a command the publisher cannot send waits
+        # in its backlog and could still run after the operator was told it failed.
+        if self._probe is None:
+            self._probe = redis_client(self.url)  # fails within seconds, even paused
+        try:
+            self._probe.ping()
+        except (redis.RedisError, OSError) as exc:
+            raise BusUnavailable(
+                f"bus unreachable: Redis at {self._where()} does not answer ({exc}); "
+                "nothing was sent"
+            ) from exc
+        drain = min(timeout, BACKLOG_DRAIN_SECONDS)
+        if self._publisher.backlog and not self._publisher.drain(drain):
+            raise BusUnavailable(
+                f"bus unreachable: {self._publisher.backlog} older message(s) still "
+                f"wait to be published to Redis at {self._where()}; nothing was sent"
+            )
+
+    def _where(self) -> str:
+        return describe_redis_url(self.url)
 
     def _collect(
         self, reply_to: str, expected: int, deadline: float
@@ -195,5 +230,6 @@ class RedisCommands:
     def close(self) -> None:
         """Stop answering and disconnect."""
         self.stop()
-        if self._client is not None:
-            self._client.close()
+        for client in (self._client, self._probe):
+            if client is not None:
+                client.close()

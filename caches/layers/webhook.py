@@ -9,12 +9,21 @@ One bounded cache with no ttl holds three kinds of key:
   permission (or that has too many webhooks) is not retried every message.
 
 A miss reads the channel's ManagedWebhook row and decrypts its token (old
-key versions are re-encrypted under the current key; a row that cannot be
-decrypted is deleted), so a restart reuses the webhook instead of making a
-new one. Only without a row does the injected `create_webhook(channel_id)`
-run (the bot worker passes discord.py calls; it may also adopt a webhook the
-bot already owns in the channel). Tokens are `SecretToken`s: masked in
-reprs, logs and exceptions, never in metrics.
+key versions are re-encrypted under the current key), so a restart reuses the
+webhook instead of making a new one. Only without a usable row does the
+injected `create_webhook(channel_id)` run (the bot worker passes discord.py
+calls; it may also adopt a webhook the bot already owns in the channel).
+
+A row that cannot be decrypted (its key version is not configured, or its
+ciphertext fails authentication) is kept: both happen on a configuration
+error (a rolling key rotation, a rollback, a mistyped secret), and deleting
+would destroy every stored webhook at once. It is unusable for now: the
+channel gets a webhook from the creator that is cached in memory only, never
+written over the row, so restoring the key makes the row usable again. System
+check caches.W010 and the cache dashboard report rows under missing versions.
+
+Tokens are `SecretToken`s: masked in reprs, logs and exceptions, never in
+metrics.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from tomori.crypto import (
     EncryptedSecret,
     SecretDecryptionError,
     SecretToken,
+    configured_key_versions,
     crypto_configured,
     decrypt_secret,
     encrypt_secret,
@@ -44,6 +54,15 @@ logger = logging.getLogger(__name__)
 
 NAME = "webhook"
 _FAILED = "failed"
+
+
+class _Row(enum.Enum):
+    """What reading a channel's stored row gave."""
+
+    ABSENT = "absent"
+    READ = "read"
+    ROTATED = "rotated"  # read, and rewritten under the current key
+    UNREADABLE = "unreadable"  # kept as it is; never written over
 
 
 class FailureReason(enum.Enum):
@@ -165,15 +184,17 @@ async def get_channel_webhook(
 async def _load_channel_webhook(
     channel_disc_id: int, create_webhook: CreateWebhook, server_id: int | None
 ) -> WebhookHandle | DoNotCache[WebhookHandle | None]:
-    handle, wrote = await _rehydrate(channel_disc_id)
+    handle, row = await _rehydrate(channel_disc_id)
     if handle is not None:
-        return _settle(handle) if wrote else handle
+        return _settle(handle) if row is _Row.ROTATED else handle
     try:
         created = await create_webhook(channel_disc_id)
     except WebhookRefused as refusal:
         _remember_failure(channel_disc_id, refusal.reason)
         return DoNotCache(None)
     handle = WebhookHandle(created.webhook_disc_id, channel_disc_id, created.token)
+    if row is _Row.UNREADABLE:
+        return handle  # memory only: the stored row stays as it is
     await _persist(handle, server_id)
     return _settle(handle)
 
@@ -197,32 +218,30 @@ def _remember_failure(channel_disc_id: int, reason: FailureReason) -> None:
     )
 
 
-async def _rehydrate(channel_disc_id: int) -> tuple[WebhookHandle | None, bool]:
-    """Return the stored webhook of a channel and whether its row was rewritten."""
+async def _rehydrate(channel_disc_id: int) -> tuple[WebhookHandle | None, _Row]:
+    """Return the stored webhook of a channel and what reading its row gave."""
     if not crypto_configured():
-        return None, False
+        return None, _Row.ABSENT
     stored = await sync_to_async(repo.get_managed_webhook)(channel_disc_id)
     if stored is None:
-        return None, False
+        return None, _Row.ABSENT
     encrypted = EncryptedSecret(stored.token_ciphertext, stored.key_version)
     context = _token_context(stored.webhook_disc_id, channel_disc_id)
     try:
         token = decrypt_secret(encrypted, context=context)
     except SecretDecryptionError as error:
         logger.warning(
-            "stored webhook %s of channel %s is unreadable (%s); deleting it",
+            "stored webhook %s of channel %s is unreadable (%s); keeping the row "
+            "and using a webhook held in memory only until it can be read",
             stored.webhook_disc_id,
             channel_disc_id,
             error,
         )
-        await sync_to_async(repo.delete_managed_webhook)(
-            channel_disc_id, webhook_disc_id=stored.webhook_disc_id
-        )
-        return None, False
-    rotate = needs_rotation(encrypted)
-    if rotate:
-        await _rotate(stored, token, context)
-    return WebhookHandle(stored.webhook_disc_id, channel_disc_id, token), rotate
+        return None, _Row.UNREADABLE
+    if not needs_rotation(encrypted):
+        return WebhookHandle(stored.webhook_disc_id, channel_disc_id, token), _Row.READ
+    await _rotate(stored, token, context)
+    return WebhookHandle(stored.webhook_disc_id, channel_disc_id, token), _Row.ROTATED
 
 
 async def _rotate(stored: repo.StoredWebhook, token: SecretToken, context: str) -> None:
@@ -317,6 +336,24 @@ async def discard_channel_webhook(
         channel_disc_id, webhook_disc_id=webhook_disc_id
     )
     invalidate_webhook_cache(channel_disc_id)
+
+
+def webhooks_under_missing_keys() -> dict[int, int]:
+    """Return {key version: stored rows} for versions this process has no secret for."""
+    return repo.count_webhooks_by_key_version(exclude=configured_key_versions())
+
+
+def describe_missing_keys(counts: dict[int, int]) -> str:
+    """Return one line for the operator about rows under missing key versions."""
+    total = sum(counts.values())
+    versions = ", ".join(f"v{v}: {n}" for v, n in sorted(counts.items()))
+    secrets = ", ".join(f"CRYPTO_SECRET_V{v}" for v in sorted(counts))
+    return (
+        f"{total} stored webhook token{'s' if total != 1 else ''} under key "
+        f"versions with no secret set ({versions}): kept, but unusable until "
+        f"{secrets} is set again; meanwhile those channels use webhooks held "
+        "in memory only."
+    )
 
 
 def parse_webhook_key(text: str) -> Hashable:

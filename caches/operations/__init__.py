@@ -87,16 +87,20 @@ from caches.operations.commands import (
     registered_entry,
     send_command,
 )
+from caches.operations.faults import DATABASE_ERRORS, database_fault
 from caches.operations.plan import EmergencyPlan, emergency_plan
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.stats import (
     LastSample,
     LayerRow,
+    LiveWorkers,
     WorkerView,
     format_duration,
     last_cache_sizes_sample,
     layer_row,
     live_worker_views,
+    read_live_workers,
+    sample_age_note,
     worker_view,
 )
 from caches.operations.worker import (
@@ -110,6 +114,7 @@ from caches.operations.worker import (
 __all__ = [
     "CLEAR_ALL",
     "CLEAR_CACHE",
+    "DATABASE_ERRORS",
     "DEFAULT_TIMEOUT",
     "EMERGENCY_CLEAR",
     "INVALIDATE_KEY",
@@ -120,6 +125,7 @@ __all__ = [
     "EmergencyPlan",
     "LastSample",
     "LayerRow",
+    "LiveWorkers",
     "OperationError",
     "OperationOutcome",
     "UnknownCacheError",
@@ -129,6 +135,7 @@ __all__ = [
     "build_worker_snapshot",
     "clear_all_command",
     "clear_cache_command",
+    "database_fault",
     "describe_command",
     "emergency_clear_command",
     "emergency_plan",
@@ -141,8 +148,10 @@ __all__ = [
     "make_command_handler",
     "layer_row",
     "live_worker_views",
+    "read_live_workers",
     "refresh_catalogs_command",
     "registered_entry",
+    "sample_age_note",
     "send_command",
     "worker_view",
 ]

@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from caches.layers import load_all
-from caches.live import live_snapshots
+from caches.live import LiveDataUnavailable, live_snapshots
 from caches.registry import RegisteredCache, registry
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,11 @@ def _command(op: str, *, issued_by: str, **params: Any) -> dict[str, Any]:
 
 
 def _live_cache_names() -> set[str]:
-    return {name for snap in live_snapshots() for name in (snap.get("caches") or {})}
+    try:
+        snapshots = live_snapshots()
+    except LiveDataUnavailable:
+        return set()  # this process's registry decides; sending reports the fault
+    return {name for snap in snapshots for name in (snap.get("caches") or {})}
 
 
 def clear_cache_command(name: str, *, issued_by: str) -> dict[str, Any]:
@@ -227,7 +231,10 @@ class OperationOutcome:
 def send_command(
     command: dict[str, Any], *, timeout: float = DEFAULT_TIMEOUT
 ) -> OperationOutcome:
-    """Publish `command` to every worker and collect their replies until `timeout`."""
+    """Publish `command` to every worker and collect their replies until `timeout`.
+
+    Raises caches.bus.BusUnavailable when Redis cannot be reached.
+    """
     from caches import bus
 
     raw = bus.send_command(command, timeout=timeout)

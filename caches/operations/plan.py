@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from caches.live import live_snapshots
+from caches.live import LiveDataUnavailable, live_snapshots
 from caches.operations.commands import ensure_layers_loaded
 from caches.registry import EmergencyPolicy, registry
 
@@ -19,6 +19,7 @@ class EmergencyPlan:
     expired_only: list[str]
     preserved: list[str]
     discord_volatile: bool
+    live_fault: str | None = None  # the workers' policies could not be read
 
 
 def _knob(name: str) -> Any:
@@ -30,7 +31,7 @@ def _knob(name: str) -> Any:
 
 def emergency_plan(*, include_short_term_memory: bool = False) -> EmergencyPlan:
     """Return the caches the emergency clear empties, sweeps and keeps."""
-    policies = _known_policies()
+    policies, fault = _known_policies()
     by_policy: dict[str, list[str]] = {p.value: [] for p in EmergencyPolicy}
     for name, policy in sorted(policies.items()):
         by_policy.setdefault(policy, []).append(name)
@@ -43,15 +44,20 @@ def emergency_plan(*, include_short_term_memory: bool = False) -> EmergencyPlan:
         expired_only=expired,
         preserved=by_policy[EmergencyPolicy.PRESERVE.value],
         discord_volatile=bool(_knob("EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE")),
+        live_fault=fault,
     )
 
 
-def _known_policies() -> dict[str, str]:
+def _known_policies() -> tuple[dict[str, str], str | None]:
     # The workers' own snapshots are the truth; this process's registry fills gaps.
     ensure_layers_loaded()
     policies = {entry.name: entry.policy.value for entry in registry.entries()}
-    for snapshot in live_snapshots():
+    try:
+        snapshots = live_snapshots()
+    except LiveDataUnavailable as exc:
+        return policies, str(exc)
+    for snapshot in snapshots:
         for name, stats in (snapshot.get("caches") or {}).items():
             if isinstance(stats, Mapping) and stats.get("policy"):
                 policies[name] = str(stats["policy"])
-    return policies
+    return policies, None

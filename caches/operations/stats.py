@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from caches.operations.faults import DATABASE_ERRORS, database_fault
 from tomori.repositories.population import Population
 
 FILL_WARNING = 75.0
@@ -197,15 +198,50 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def live_worker_views(*, with_populations: bool = True) -> list[WorkerView]:
-    """Return a view of every live worker, with the populations beside each layer."""
-    from caches.live import live_snapshots
+def _populations(snapshots: list[dict[str, Any]]) -> dict[str, Population]:
     from tomori.repositories.population import cache_populations
 
-    snapshots = live_snapshots()
     names = sorted({name for snap in snapshots for name in (snap.get("caches") or {})})
-    populations = cache_populations(names) if snapshots and with_populations else {}
+    return cache_populations(names) if snapshots else {}
+
+
+def live_worker_views(*, with_populations: bool = True) -> list[WorkerView]:
+    """Return a view of every live worker, with the populations beside each layer.
+
+    Raises LiveDataUnavailable when Redis cannot be read.
+    """
+    from caches.live import live_snapshots
+
+    snapshots = live_snapshots()
+    populations = _populations(snapshots) if with_populations else {}
     return [worker_view(snapshot, populations) for snapshot in snapshots]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWorkers:
+    """The live workers as far as they can be read, and why the rest cannot."""
+
+    workers: list[WorkerView]
+    faults: list[str] = field(default_factory=list)
+    live: bool = True  # False: Redis could not be read, so no worker is known
+
+
+def read_live_workers(*, with_populations: bool = True) -> LiveWorkers:
+    """Return every live worker's view; a missing Redis or database becomes a fault line."""
+    from caches.live import LiveDataUnavailable, live_snapshots
+
+    try:
+        snapshots = live_snapshots()
+    except LiveDataUnavailable as exc:
+        return LiveWorkers([], [str(exc)], live=False)
+    faults: list[str] = []
+    populations: dict[str, Population] = {}
+    try:
+        populations = _populations(snapshots) if with_populations else {}
+    except DATABASE_ERRORS as exc:
+        faults.append(f"{database_fault(exc)} (populations are not shown)")
+    views = [worker_view(snapshot, populations) for snapshot in snapshots]
+    return LiveWorkers(views, faults)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +273,10 @@ def last_cache_sizes_sample() -> LastSample | None:
         discord={name: row.fields[name] for name in discord},
         memory={k: row.fields[k] for k in memory_keys if k in row.fields},
     )
+
+
+def sample_age_note(sample: LastSample | None) -> str:
+    """Return "the last cache_sizes sample is 3 min old" (or that none is stored)."""
+    if sample is None:
+        return "no cache_sizes sample is stored"
+    return f"the last cache_sizes sample is {format_duration(sample.age_seconds)} old"

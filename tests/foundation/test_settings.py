@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tomori.knobs import KNOBS, read_knobs
+from tomori.knobs import KNOBS, KNOBS_BY_NAME, read_knobs
+from tomori.service_urls import default_bus_channel, redis_url_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,3 +168,84 @@ def test_celery_worker_refuses_to_start_with_an_invalid_setting() -> None:
     result = _run_python(code, USER_CACHE_TTL_MINUTES="abc", REDIS_URL="")
     assert result.returncode != 0
     assert "USER_CACHE_TTL_MINUTES='abc'" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["abc", "ftp://openrouter.ai/api", "https://", "http:///api/v1", "http://x:99999"],
+)
+def test_url_knobs_need_an_http_url_with_a_host(url: str) -> None:
+    values, errors = read_knobs({"OPENROUTER_BASE_URL": url})
+    assert len(errors) == 1
+    assert errors[0].startswith(f"OPENROUTER_BASE_URL={url!r} is invalid")
+    assert "http:// or https:// URL with a host" in errors[0]
+    assert values["OPENROUTER_BASE_URL"] == "https://openrouter.ai/api/v1"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/api/v1", "https://openrouter.ai/api/v1", "HTTPS://h"]
+)
+def test_url_knobs_accept_http_and_https(url: str) -> None:
+    values, errors = read_knobs({"OPENROUTER_BASE_URL": url})
+    assert errors == [] and values["OPENROUTER_BASE_URL"] == url
+
+
+def test_every_url_knob_is_validated_as_a_url() -> None:
+    named_like_urls = [k.name for k in KNOBS if k.name.endswith("_URL")]
+    assert named_like_urls and all(
+        KNOBS_BY_NAME[name].kind == "url" for name in named_like_urls
+    )
+
+
+def test_debug_accepts_only_the_documented_words() -> None:
+    assert _run_manage("check", DEBUG="yes").returncode == 0
+    result = _run_manage("check", DEBUG="maybe")
+    assert result.returncode != 0
+    assert "DEBUG='maybe' is invalid" in result.stderr
+    assert "1/true/yes/on or 0/false/no/off" in result.stderr
+
+
+def test_invalid_redis_url_is_reported_with_its_variable() -> None:
+    result = _run_manage("check", REDIS_URL="abc")
+    assert result.returncode != 0
+    assert "caches.E001" in result.stderr and "REDIS_URL='abc'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "db"),
+    [
+        ("redis://127.0.0.1:6379/11", 11),
+        ("redis://:pw@h:6379/3/", 3),
+        ("rediss://h?db=4", 4),
+        ("redis://h", 0),
+        ("unix:///run/redis.sock?db=2", 2),
+        ("", 0),
+    ],
+)
+def test_bus_channel_default_names_the_redis_db(url: str, db: int) -> None:
+    assert redis_url_error(url) is None
+    assert default_bus_channel(url) == f"tomori:bus:db{db}"
+
+
+def _settings_module(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, object]:
+    monkeypatch.delenv("TOMORI_BUS_CHANNEL", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(ROOT / "tomori" / "settings.py"))
+
+
+def test_deployments_on_two_dbs_of_one_redis_get_different_channels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = _settings_module(monkeypatch, REDIS_URL="redis://127.0.0.1:6379/11")
+    second = _settings_module(monkeypatch, REDIS_URL="redis://127.0.0.1:6379/12")
+    assert first["TOMORI_BUS_CHANNEL"] == "tomori:bus:db11"
+    assert second["TOMORI_BUS_CHANNEL"] == "tomori:bus:db12"
+    assert first["KNOB_ERRORS"] == second["KNOB_ERRORS"] == []
+
+
+def test_an_explicit_bus_channel_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = _settings_module(
+        monkeypatch, REDIS_URL="redis://127.0.0.1:6379/11", TOMORI_BUS_CHANNEL="ours"
+    )
+    assert values["TOMORI_BUS_CHANNEL"] == "ours"

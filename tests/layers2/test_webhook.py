@@ -118,8 +118,33 @@ async def test_rows_under_an_old_key_are_read_then_reencrypted(
     assert discord_webhooks.created == [CHANNEL]
 
 
+async def _row_fields(channel: int = CHANNEL) -> tuple[int, str, int]:
+    stored = await row(channel)
+    return stored.webhook_disc_id, stored.token_ciphertext, stored.key_version
+
+
 @db
-async def test_tampered_row_is_deleted_and_the_webhook_re_resolved(
+async def test_row_under_a_missing_key_is_kept_and_a_memory_webhook_serves(
+    discord_webhooks: FakeDiscordWebhooks,
+) -> None:
+    with override_settings(CRYPTO_SECRETS=V1_V2, CRYPTO_SECRET_CURRENT="2"):
+        first = await _resolve(discord_webhooks)
+        stored = await _row_fields()
+    _restart()
+    with override_settings(CRYPTO_SECRETS=V1, CRYPTO_SECRET_CURRENT="1"):  # rollback
+        fallback = await _resolve(discord_webhooks)
+        assert await _resolve(discord_webhooks) is fallback  # cached: made once
+    assert fallback.webhook_disc_id != first.webhook_disc_id
+    assert await _row_fields() == stored  # neither deleted nor written over
+    assert discord_webhooks.created == [CHANNEL, CHANNEL]
+    _restart()
+    with override_settings(CRYPTO_SECRETS=V1_V2, CRYPTO_SECRET_CURRENT="2"):
+        assert await _resolve(discord_webhooks) == first  # the key is back
+    assert len(discord_webhooks.created) == 2
+
+
+@db
+async def test_tampered_row_is_kept_and_not_written_over(
     discord_webhooks: FakeDiscordWebhooks,
 ) -> None:
     first = await _resolve(discord_webhooks)
@@ -130,20 +155,48 @@ async def test_tampered_row_is_deleted_and_the_webhook_re_resolved(
     second = await _resolve(discord_webhooks)
     assert discord_webhooks.created == [CHANNEL, CHANNEL]
     assert second.webhook_disc_id != first.webhook_disc_id
-    assert (await row()).webhook_disc_id == second.webhook_disc_id
+    # A changed secret looks the same as tampering: the row stays for the operator.
+    kept = await row()
+    assert kept.webhook_disc_id == first.webhook_disc_id
+    assert kept.token_ciphertext == stored.token_ciphertext
 
 
 @db
-async def test_row_under_an_unknown_key_is_deleted_and_re_resolved(
-    discord_webhooks: FakeDiscordWebhooks,
-) -> None:
-    with override_settings(CRYPTO_SECRETS=V1_V2, CRYPTO_SECRET_CURRENT="2"):
-        await _resolve(discord_webhooks)
-    _restart()
+def test_check_warns_about_rows_under_missing_key_versions() -> None:
+    from tomori.checks import check_webhook_key_versions
+
+    for channel, version in [(1, 1), (2, 2), (3, 2), (4, 5)]:
+        repo.save_managed_webhook(
+            channel_disc_id=channel,
+            webhook_disc_id=100 + channel,
+            token_ciphertext="opaque",
+            key_version=version,
+        )
     with override_settings(CRYPTO_SECRETS=V1, CRYPTO_SECRET_CURRENT="1"):
-        await _resolve(discord_webhooks)
-        assert (await row()).key_version == 1
-    assert len(discord_webhooks.created) == 2
+        [warning] = check_webhook_key_versions(databases=["default"])
+        assert check_webhook_key_versions(databases=None) == []  # no DB asked for
+    assert warning.id == "caches.W010"
+    assert "3 stored webhook tokens" in warning.msg
+    assert "(v2: 2, v5: 1)" in warning.msg
+    assert "CRYPTO_SECRET_V2, CRYPTO_SECRET_V5" in warning.msg
+    assert ManagedWebhook.objects.count() == 4
+    with override_settings(CRYPTO_SECRETS={**V1_V2, 5: "fifth"}):
+        assert check_webhook_key_versions(databases=["default"]) == []
+
+
+@db
+def test_manage_check_with_the_database_reports_the_warning() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    repo.save_managed_webhook(
+        channel_disc_id=1, webhook_disc_id=2, token_ciphertext="x", key_version=9
+    )
+    out, err = StringIO(), StringIO()
+    call_command("check", databases=["default"], stdout=out, stderr=err)
+    assert "caches.W010" in out.getvalue() + err.getvalue()
+    assert "CRYPTO_SECRET_V9" in out.getvalue() + err.getvalue()
 
 
 @db
@@ -258,7 +311,7 @@ async def test_tokens_never_reach_logs_reprs_or_metrics(
         stored.token_ciphertext = stored.token_ciphertext[:-6] + "AAAAAA"
         await sync_to_async(stored.save)()
         _restart()
-        await _resolve(discord_webhooks)  # deletion logs
+        await _resolve(discord_webhooks)  # "unreadable" logs
     secret = handle.token.reveal()
     assert "re-encrypted" in caplog.text and "unreadable" in caplog.text
     assert secret not in caplog.text
@@ -288,3 +341,30 @@ def test_admin_change_page_masks_the_token(admin_client) -> None:
         assert secret not in html
         assert encrypted.ciphertext not in html
         assert "encrypted" in html
+
+
+@db
+def test_runbot_reports_rows_under_missing_keys_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    class NoWorker:
+        def __init__(self, options: object) -> None:
+            pass
+
+        async def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr("tomori.management.commands.runbot.BotWorker", NoWorker)
+    repo.save_managed_webhook(
+        channel_disc_id=1, webhook_disc_id=2, token_ciphertext="x", key_version=4
+    )
+    err = StringIO()
+    call_command(
+        "runbot", "--simulate", skip_checks=False, stdout=StringIO(), stderr=err
+    )
+    assert "caches.W010" in err.getvalue() and "CRYPTO_SECRET_V4" in err.getvalue()
+    assert ManagedWebhook.objects.filter(key_version=4).exists()

@@ -8,9 +8,11 @@ channel's entries after commit (see caches.invalidation).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Count
 
 from tomori.models import ManagedWebhook
 
@@ -79,6 +81,17 @@ def replace_webhook_ciphertext(
         pk=stored.row_id, token_ciphertext=stored.token_ciphertext
     ).update(token_ciphertext=token_ciphertext, key_version=key_version)
     return updated == 1
+
+
+def count_webhooks_by_key_version(*, exclude: Iterable[int] = ()) -> dict[int, int]:
+    """Return {key version: rows} of the stored webhooks, leaving out `exclude`."""
+    rows = (
+        ManagedWebhook.objects.exclude(key_version__in=list(exclude))
+        .values_list("key_version")
+        .annotate(rows=Count("pk"))
+        .order_by("key_version")
+    )
+    return {int(version): int(count) for version, count in rows}
 
 
 def delete_managed_webhook(

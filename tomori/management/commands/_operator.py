@@ -1,15 +1,21 @@
-"""Shared plumbing of the operator commands: --timeout, sending, per-worker output."""
+"""Shared plumbing of the operator commands: --timeout, sending, per-worker output, faults."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from caches.bus import BusUnavailable
+from caches.live import LiveDataUnavailable
 from caches.operations import (
+    DATABASE_ERRORS,
     OperationError,
     OperationOutcome,
+    database_fault,
     describe_command,
     send_command,
 )
@@ -27,6 +33,20 @@ def add_timeout_argument(parser: CommandParser, default: float | None = None) ->
         default=default,
         help=f"seconds to wait for worker replies (default {default:g})",
     )
+
+
+@contextmanager
+def operator_errors() -> Iterator[None]:
+    """Turn an unreachable Redis or database into one CommandError line, no traceback.
+
+    Also a decorator: `@operator_errors()` on a command's `handle`.
+    """
+    try:
+        yield
+    except (BusUnavailable, LiveDataUnavailable) as exc:
+        raise CommandError(str(exc)) from None
+    except DATABASE_ERRORS as exc:
+        raise CommandError(database_fault(exc)) from None
 
 
 def send_and_report(

@@ -7,13 +7,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from caches.live import LiveDataUnavailable
 from caches.operations import (
+    DATABASE_ERRORS,
     LayerRow,
     WorkerView,
+    database_fault,
     format_duration,
     last_cache_sizes_sample,
     live_worker_views,
+    sample_age_note,
 )
+from tomori.management.commands._operator import operator_errors
 
 COLUMNS = (
     ("cache", 24, lambda r: r.name),
@@ -46,6 +51,13 @@ def _row(cells: list[str]) -> str:
     return " ".join(parts)
 
 
+def _sample_note() -> str:
+    try:
+        return sample_age_note(last_cache_sizes_sample())
+    except DATABASE_ERRORS as exc:
+        return f"no stored sample either ({database_fault(exc)})"
+
+
 class Command(BaseCommand):
     help = "Show each live worker's cache layers (size, cap, fill, hit rate, ...)."
 
@@ -54,8 +66,12 @@ class Command(BaseCommand):
             "--json", action="store_true", help="print JSON for scripts"
         )
 
+    @operator_errors()
     def handle(self, *args: Any, **options: Any) -> None:
-        workers = live_worker_views()
+        try:
+            workers = live_worker_views()
+        except LiveDataUnavailable as exc:
+            raise CommandError(f"{exc}; {_sample_note()}") from None
         if not workers:
             self._no_workers(as_json=options["json"])
         if options["json"]:

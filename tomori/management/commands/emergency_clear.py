@@ -7,7 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from caches.operations import emergency_clear_command, emergency_plan
-from tomori.management.commands._operator import add_timeout_argument, send_and_report
+from tomori.management.commands._operator import (
+    add_timeout_argument,
+    operator_errors,
+    send_and_report,
+)
 
 
 class Command(BaseCommand):
@@ -24,6 +28,7 @@ class Command(BaseCommand):
         )
         add_timeout_argument(parser)
 
+    @operator_errors()
     def handle(self, *args: Any, **options: Any) -> None:
         include_stm = options["include_stm"]
         plan = emergency_plan(include_short_term_memory=include_stm)

@@ -7,7 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from caches.operations import clear_cache_command, invalidate_key_command
-from tomori.management.commands._operator import add_timeout_argument, send_and_report
+from tomori.management.commands._operator import (
+    add_timeout_argument,
+    operator_errors,
+    send_and_report,
+)
 
 
 class Command(BaseCommand):
@@ -18,6 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--key", help="drop only this key (the layer's key shape)")
         add_timeout_argument(parser)
 
+    @operator_errors()
     def handle(self, *args: Any, **options: Any) -> None:
         name, key, timeout = options["name"], options["key"], options["timeout"]
         if key is None:

@@ -7,7 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from caches.operations import refresh_catalogs_command
-from tomori.management.commands._operator import add_timeout_argument, send_and_report
+from tomori.management.commands._operator import (
+    add_timeout_argument,
+    operator_errors,
+    send_and_report,
+)
 
 CATALOG_TIMEOUT = 30.0
 
@@ -21,6 +25,7 @@ class Command(BaseCommand):
         )
         add_timeout_argument(parser, default=CATALOG_TIMEOUT)
 
+    @operator_errors()
     def handle(self, *args: Any, **options: Any) -> None:
         send_and_report(
             self,

@@ -6,7 +6,9 @@ import asyncio
 from typing import Any
 
 from django.conf import settings
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS
 
 from tomori.bot.lock import ShardLockError
 from tomori.bot.worker import BotWorker, WorkerOptions
@@ -83,6 +85,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if not opts.get("skip_checks"):
+            # The checks that read the database (stored webhook key versions).
+            self.check(tags=[checks.Tags.database], databases=[DEFAULT_DB_ALIAS])
         options = self._options(opts)
         worker_options_note = "simulated Discord" if options.simulate else "Discord"
         self.stdout.write(f"runbot: connecting to {worker_options_note}")
