@@ -28,6 +28,10 @@ from caches.registry import EmergencyPolicy, registry
 V = TypeVar("V")
 
 
+def _server_scope(key: tuple[int, int]) -> tuple[int]:
+    return (key[0],)
+
+
 class ChannelOverrideCache(Generic[V]):
     """One registered layer of per-channel overrides (None: the channel has none)."""
 
@@ -49,6 +53,7 @@ class ChannelOverrideCache(Generic[V]):
             name,
             cap_setting=cap_setting,
             ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
+            scopes={"server": _server_scope},
         )
         self._load_row = load
         self._fallback = fallback
@@ -104,9 +109,7 @@ class ChannelOverrideCache(Generic[V]):
     def invalidate(self, server_id: int, channel_disc_id: int | None = None) -> int:
         """Drop one channel's entry, or every entry of the server; return removals."""
         if channel_disc_id is None:
-            return self.cache.invalidate_where(
-                lambda key: isinstance(key, tuple) and key[0] == server_id
-            )
+            return self.cache.invalidate_scope("server", server_id)
         return self.cache.invalidate((server_id, channel_disc_id))
 
     def invalidate_server(self, server_id: int) -> int:

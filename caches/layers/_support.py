@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader
+from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -30,14 +30,20 @@ def sweep_interval() -> float:
 
 
 def new_cache(
-    name: str, *, cap_setting: str, ttl: float | None
+    name: str,
+    *,
+    cap_setting: str,
+    ttl: float | None,
+    scopes: Mapping[str, ScopeFn] | None = None,
 ) -> BoundedTTLCache[Any, Any]:
-    """Build a layer's cache with its cap setting, `ttl` seconds and the sweep interval."""
+    """Build a layer's cache with its cap setting, `ttl` seconds, the sweep interval
+    and its scope indexes (see `caches.core.store`)."""
     return BoundedTTLCache(
         name,
         maxsize=int(knob(cap_setting)),
         ttl=ttl,
         sweep_interval=sweep_interval(),
+        scopes=scopes,
     )
 
 

@@ -36,10 +36,23 @@ NO_PARENT = 0
 RoleSignature = frozenset[int] | None
 WhitelistKey = tuple[int, int, int, RoleSignature]
 
+
+def _server_scope(key: WhitelistKey) -> tuple[int]:
+    return (key[0],)
+
+
+def _channel_scope(key: WhitelistKey) -> tuple[tuple[int, int], ...]:
+    # A thread's entry belongs to its parent channel too (key[2]).
+    if key[2] == NO_PARENT:
+        return ((key[0], key[1]),)
+    return ((key[0], key[1]), (key[0], key[2]))
+
+
 _cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = new_cache(
     NAME,
     cap_setting="CHANNEL_WHITELIST_CACHE_MAX_ENTRIES",
     ttl=minutes_setting("CHANNEL_WHITELIST_CACHE_TTL_MINUTES"),
+    scopes={"server": _server_scope, "channel": _channel_scope},
 )
 
 
@@ -94,13 +107,8 @@ def invalidate_whitelist_cache(
 ) -> int:
     """Drop a server's entries, or one channel's and its threads'; return removals."""
     if channel_disc_id is None:
-        return _cache.invalidate_where(lambda key: key[0] == server_disc_id)
-
-    def matches(key: WhitelistKey) -> bool:
-        # key[2] is the parent: a thread of the channel goes with it.
-        return key[0] == server_disc_id and channel_disc_id in (key[1], key[2])
-
-    return _cache.invalidate_where(matches)
+        return _cache.invalidate_scope("server", server_disc_id)
+    return _cache.invalidate_scope("channel", (server_disc_id, channel_disc_id))
 
 
 def invalidate_server_whitelist(server_disc_id: int) -> int:

@@ -31,16 +31,38 @@ from tomori.repositories.spotlight import SpotlightRecord
 NAME = "personal_spotlight"
 
 _ttl = minutes_setting("PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES")
-_results = new_cache(NAME, cap_setting="PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES", ttl=_ttl)
+SpotlightKey = tuple[int, int, int]  # (server_id, user_id, channel_disc_id)
+
+
+def _server_scope(key: SpotlightKey) -> tuple[int]:
+    return (key[0],)
+
+
+def _user_scope(key: SpotlightKey) -> tuple[tuple[int, int]]:
+    return ((key[0], key[1]),)
+
+
+def _channel_scope(key: SpotlightKey) -> tuple[tuple[int, int]]:
+    return ((key[0], key[2]),)
+
+
+_results = new_cache(
+    NAME,
+    cap_setting="PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES",
+    ttl=_ttl,
+    scopes={"server": _server_scope, "user": _user_scope, "channel": _channel_scope},
+)
 _gate = new_cache(
     f"{NAME}:gate", cap_setting="PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES", ttl=_ttl
 )
 _cache = CompositeCache(_results, gate=_gate)
 
 
-def spotlight_cache_key(server_id: int, user_id: int, channel_disc_id: int) -> str:
+def spotlight_cache_key(
+    server_id: int, user_id: int, channel_disc_id: int
+) -> SpotlightKey:
     """Return the result-map key of one (server, user, channel) triple."""
-    return f"{server_id}:{user_id}:{channel_disc_id}"
+    return (server_id, user_id, channel_disc_id)
 
 
 async def _server_has_spotlights(server_id: int) -> bool:
@@ -86,17 +108,15 @@ def invalidate_personal_spotlight_cache(
     server_id: int, user_id: int | None = None, channel_disc_id: int | None = None
 ) -> int:
     """Drop the server's gate and the result entries matching exactly; return removals."""
-    server = str(server_id)
-    user = None if user_id is None else str(user_id)
-    channel = None if channel_disc_id is None else str(channel_disc_id)
-
-    def matches(key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        s, u, c = key.split(":")
-        return s == server and user in (None, u) and channel in (None, c)
-
-    return _gate.invalidate(server_id) + _results.invalidate_where(matches)
+    gate = _gate.invalidate(server_id)
+    if user_id is not None and channel_disc_id is not None:
+        key = spotlight_cache_key(server_id, user_id, channel_disc_id)
+        return gate + _results.invalidate(key)
+    if user_id is not None:
+        return gate + _results.invalidate_scope("user", (server_id, user_id))
+    if channel_disc_id is not None:
+        return gate + _results.invalidate_scope("channel", (server_id, channel_disc_id))
+    return gate + _results.invalidate_scope("server", server_id)
 
 
 def parse_spotlight_key(text: str) -> Hashable:

@@ -38,10 +38,21 @@ logger = logging.getLogger(__name__)
 
 NAME = "user"
 
+
+def _blacklist_user(key: object) -> tuple[int, ...]:
+    return (key[0],) if isinstance(key, tuple) else ()
+
+
+def _blacklist_server(key: object) -> tuple[int, ...]:
+    return (key[1],) if isinstance(key, tuple) else ()
+
+
 _cache = new_cache(
     NAME,
     cap_setting="USER_CACHE_MAX_ENTRIES",
     ttl=minutes_setting("USER_CACHE_TTL_MINUTES"),
+    # Blacklist answers are keyed (user, server); user rows by the bare id.
+    scopes={"blacklist_user": _blacklist_user, "blacklist_server": _blacklist_server},
 )
 
 
@@ -104,9 +115,7 @@ def invalidate_user_cache(user_disc_id: int, *, include_blacklist: bool = False)
     """Drop the user's row (and, if asked, every blacklist answer); return removals."""
     removed = _cache.invalidate(user_disc_id)
     if include_blacklist:
-        removed += _cache.invalidate_where(
-            lambda key: isinstance(key, tuple) and key[0] == user_disc_id
-        )
+        removed += _cache.invalidate_scope("blacklist_user", user_disc_id)
     return removed
 
 
@@ -117,9 +126,7 @@ def invalidate_user_blacklist_cache(server_disc_id: int, user_disc_id: int) -> i
 
 def invalidate_server_blacklist_cache(server_disc_id: int) -> int:
     """Drop every user's blacklist answer for this server; return removals."""
-    return _cache.invalidate_where(
-        lambda key: isinstance(key, tuple) and key[1] == server_disc_id
-    )
+    return _cache.invalidate_scope("blacklist_server", server_disc_id)
 
 
 def parse_user_key(text: str) -> Hashable:

@@ -125,11 +125,28 @@ class WebhookRefused(Exception):
 
 CreateWebhook = Callable[[int], Awaitable[CreatedWebhook]]
 
+_PERSONA = "persona"
+
+
+def _channel_scope(key: Hashable) -> tuple[int, ...]:
+    # A channel's handle (its id), failure ("failed", ch) and persona entries.
+    if isinstance(key, int):
+        return (key,)
+    return (key[1],) if isinstance(key, tuple) else ()
+
+
+def _persona_scope(key: Hashable) -> tuple[int, ...]:
+    if isinstance(key, tuple) and key[0] == _PERSONA:
+        return (key[2],)
+    return ()
+
+
 _cache: BoundedTTLCache[Hashable, object] = BoundedTTLCache(
     NAME,
     maxsize=settings.WEBHOOK_CACHE_MAX_ENTRIES,
     ttl=None,
     sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+    scopes={"channel": _channel_scope, "persona": _persona_scope},
 )
 
 
@@ -138,9 +155,9 @@ def webhook_cache() -> BoundedTTLCache[Hashable, object]:
     return _cache
 
 
-def persona_webhook_key(channel_disc_id: int, persona_id: int) -> str:
-    """Return the persona webhook cache key `"channel:persona"`."""
-    return f"{channel_disc_id}:{persona_id}"
+def persona_webhook_key(channel_disc_id: int, persona_id: int) -> tuple[str, int, int]:
+    """Return the persona webhook cache key ("persona", channel, persona)."""
+    return (_PERSONA, channel_disc_id, persona_id)
 
 
 def _failure_key(channel_disc_id: int) -> tuple[str, int]:
@@ -313,19 +330,12 @@ async def get_persona_webhook(
 
 def invalidate_webhook_cache(channel_disc_id: int) -> int:
     """Drop a channel's webhook, its persona entries and its failure entry."""
-    prefix = f"{channel_disc_id}:"
-    failure = _failure_key(channel_disc_id)
-    return _cache.invalidate(channel_disc_id) + _cache.invalidate_where(
-        lambda key: key == failure or (isinstance(key, str) and key.startswith(prefix))
-    )
+    return _cache.invalidate_scope("channel", channel_disc_id)
 
 
 def invalidate_persona_webhook_cache_for_persona(persona_id: int) -> int:
     """Drop every channel's entry for one persona (its name or avatar changed)."""
-    suffix = f":{persona_id}"
-    return _cache.invalidate_where(
-        lambda key: isinstance(key, str) and key.endswith(suffix)
-    )
+    return _cache.invalidate_scope("persona", persona_id)
 
 
 async def discard_channel_webhook(

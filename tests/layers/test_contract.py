@@ -71,7 +71,7 @@ SAMPLE_KEYS: dict[str, tuple[str, Any]] = {
     "channel_prompt": ("1:22", (1, 22)),
     "persona_sprite": ("8", 8),
     "persona_sprite_message": ("42", 42),
-    "personal_spotlight": ("1:2:3", "1:2:3"),
+    "personal_spotlight": ("1:2:3", (1, 2, 3)),
     "guild_mcp_config": ("7", 7),
     "st_preset": ("7", 7),
     "novelai_subscription": ("7", 7),

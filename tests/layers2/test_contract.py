@@ -100,7 +100,7 @@ def test_bad_operator_key_is_rejected(name: str) -> None:
 
 
 def test_webhook_keys_of_every_kind_parse() -> None:
-    assert registry.parse_key("webhook", "5:7") == "5:7"
+    assert registry.parse_key("webhook", "5:7") == ("persona", 5, 7)
     assert registry.parse_key("webhook", "failed:5") == ("failed", 5)
 
 

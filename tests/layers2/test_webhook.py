@@ -258,7 +258,7 @@ async def test_channel_invalidation_drops_its_personas_and_failure(
     await _resolve(discord_webhooks, 5)
     assert invalidate_webhook_cache(CHANNEL) == 3
     assert registry.apply("webhook", "channel", 5) == 1
-    assert sorted(map(str, webhook_cache().keys())) == ["99", "99:1"]
+    assert sorted(map(str, webhook_cache().keys())) == ["('persona', 99, 1)", "99"]
 
 
 @db
@@ -355,7 +355,7 @@ def test_runbot_reports_rows_under_missing_keys_at_start_up(
         def __init__(self, options: object) -> None:
             pass
 
-        async def run(self) -> int:
+        async def run(self, **_: object) -> int:
             return 0
 
     monkeypatch.setattr("tomori.management.commands.runbot.BotWorker", NoWorker)
