@@ -225,9 +225,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
     def invalidate_scope(self, scope: str, value: Hashable) -> int:
         """Drop every key of scope `scope` = `value` (through its index); return removals."""
         self._expire_due()
-        matched = list(self._scope_index(scope).get(value, ()))
-        for key in matched:
-            self._remove(key)
+        matched = self._remove_scope(scope, value)
         staled = 0
         if self._inflight:
             fn = self._scope_fns[scope]

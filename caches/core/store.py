@@ -291,6 +291,31 @@ class ExpiringStore(Generic[K, V]):
         self._stale_slots += 1
         self._compact_if_bloated()
 
+    def _remove_scope(self, scope: str, value: Hashable) -> list[K]:
+        """Remove every key of one scope value; return them (one pass, no scan)."""
+        index = self._scope_index(scope)
+        keys = list(index.pop(value, ()))
+        data, stale, others = self._data, self._stale, self._scopes
+        for key in keys:
+            del data[key]
+            for fn, other in others:
+                if other is index:
+                    continue
+                for v in fn(key):
+                    members = other.get(v)
+                    if members is not None:
+                        members.discard(key)
+                        if not members:
+                            del other[v]
+            record = stale.get(key)
+            if record is None:
+                record = stale[key] = StaleRecord()
+            record.stale += 1
+            record.live_ttl = None
+        self._stale_slots += len(keys)
+        self._compact_if_bloated()
+        return keys
+
     def _clear_entries(self) -> int:
         removed = len(self._data)
         self._data.clear()
