@@ -153,7 +153,8 @@ def index_bytes_per_entry() -> None:
 
 def main() -> int:
     print(
-        f"command: .venv/bin/python benchmarks/scoped_invalidation.py  (medians of {ROUNDS} interleaved rounds)"
+        "command: .venv/bin/python benchmarks/scoped_invalidation.py "
+        f"({ROUNDS} rounds x {VALUES} drops, index and scan interleaved)"
     )
     results = [run_case(case) for case in CASES]
     index_bytes_per_entry()
