@@ -74,8 +74,22 @@ async def load_stored_snapshots(
     }
 
 
+_registered: CatalogSet | None = None
+
+
+def is_openrouter_capability_cache_ready() -> bool:
+    """Return whether this process holds a usable text-model catalog snapshot.
+
+    It says nothing about any one model: a lookup can still miss on a ready
+    catalog (spec section 7).
+    """
+    return _registered is not None and _registered.text.is_ready()
+
+
 def register_catalogs(catalogs: CatalogSet, *, loop: asyncio.AbstractEventLoop) -> None:
     """Register the four catalogs (policy preserve) with a `reload_snapshot` op."""
+    global _registered
+    _registered = catalogs
     for catalog in catalogs:
         name = catalog.name
 

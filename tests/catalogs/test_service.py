@@ -18,6 +18,7 @@ from caches import bus
 from caches.catalogs.fake_server import FakeOpenRouter
 from caches.catalogs.service import (
     build_catalog_set,
+    is_openrouter_capability_cache_ready,
     load_stored_snapshots,
     refresh_and_store,
     register_catalogs,
@@ -107,9 +108,11 @@ async def test_worker_with_a_stored_snapshot_and_a_dead_server_is_ready_at_once(
         "text", [text_model("openai/gpt-4o")], fetched_at=datetime.now(UTC)
     )
     catalogs = build_catalog_set(base_url="http://127.0.0.1:9/api/v1")
+    register_catalogs(catalogs, loop=asyncio.get_running_loop())
     try:
+        assert not is_openrouter_capability_cache_ready()
         assert await load_stored_snapshots(catalogs) == {"text": True}
-        assert catalogs.text.is_ready()
+        assert catalogs.text.is_ready() and is_openrouter_capability_cache_ready()
         assert catalogs.text.get(" OpenAI/GPT-4o ") is not None
         assert catalogs.text.status()["fetches"] == 0
     finally:
