@@ -11,7 +11,7 @@ registration happens at import time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -48,6 +48,8 @@ class ManagedCache(Protocol):
 
 C = TypeVar("C", bound=ManagedCache)
 Op = Callable[..., int]
+#: Read one key afresh from the database (the value the layer would cache).
+Reload = Callable[[Any], Awaitable[Any]]
 
 
 class UnknownCacheError(KeyError):
@@ -98,6 +100,9 @@ class RegisteredCache:
     key_help: str = ""
     parse_key: Callable[[str], Hashable] = parse_plain_key
     ops: dict[str, Op] = field(default_factory=dict)
+    #: Read a key's value from the database as the layer would cache it
+    #: (the consistency watcher compares it with the cached one).
+    reload: Reload | None = None
 
     def op_names(self) -> list[str]:
         """Return the names of every operation, built-ins first."""
@@ -121,6 +126,7 @@ class CacheRegistry:
         key_help: str = "",
         parse_key: Callable[[str], Hashable] | None = None,
         ops: dict[str, Op] | None = None,
+        reload: Reload | None = None,
     ) -> C:
         """Register `cache` under `name` (replacing any earlier one) and return it."""
         if not isinstance(cache, ManagedCache):
@@ -137,6 +143,7 @@ class CacheRegistry:
             key_help=key_help,
             parse_key=parse_key or parse_plain_key,
             ops=dict(ops or {}),
+            reload=reload,
         )
         return cache
 

@@ -621,6 +621,15 @@ KNOBS: tuple[Knob, ...] = (
         maximum=60,
     ),
     Knob(
+        "CONSISTENCY_CHECKS_PER_SECOND",
+        "float",
+        2.0,
+        "How many cached entries per second the consistency watcher re-reads from the database to compare (0 turns it off). Its whole database load.",
+        B,
+        minimum=0,
+        maximum=100,
+    ),
+    Knob(
         "OUTBOX_RETENTION_MINUTES",
         "int",
         60,

@@ -47,6 +47,11 @@ def new_cache(
     )
 
 
+def unwrapped(result: Any) -> Any:
+    """Return a loader's result as a value (a `DoNotCache` wrapper removed)."""
+    return result.value if isinstance(result, DoNotCache) else result
+
+
 async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Run a sync repository function in Django's database thread."""
     return await sync_to_async(fn)(*args, **kwargs)

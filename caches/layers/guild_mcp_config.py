@@ -92,4 +92,5 @@ registry.register(
     description="MCP server configs per guild (fresh, or stale after a failed reload).",
     key_help="server_id (the internal server id)",
     parse_key=parse_int,
+    reload=_load,
 )

@@ -47,4 +47,5 @@ registry.register(
     description="NovelAI tier and context limit per guild (None: no subscription).",
     key_help="server_id (the internal server id)",
     parse_key=parse_int,
+    reload=lambda key: run_db(integrations_repo.get_novelai_subscription, key),
 )

@@ -63,4 +63,5 @@ registry.register(
     description="Ordered sprites per persona (an empty list is cached).",
     key_help="persona_id",
     parse_key=parse_int,
+    reload=lambda key: run_db(sprites_repo.list_persona_sprites, key),
 )

@@ -45,4 +45,5 @@ registry.register(
     description="Active ST preset and its nodes per server (None: no active preset).",
     key_help="server_id (the internal server id)",
     parse_key=parse_int,
+    reload=lambda key: run_db(presets_repo.get_active_st_preset, key),
 )

@@ -16,6 +16,7 @@ from caches.layers._support import (
     new_cache,
     parse_int,
     run_db,
+    unwrapped,
 )
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import servers as servers_repo
@@ -145,6 +146,10 @@ def invalidate_tomori_state_cache(server_disc_id: int) -> int:
     return _cache.invalidate(server_disc_id)
 
 
+async def _reload(server_disc_id: int) -> TomoriState | None:
+    return unwrapped(await _load(server_disc_id))  # type: ignore[no-any-return]
+
+
 registry.register(
     NAME,
     _cache,
@@ -152,4 +157,5 @@ registry.register(
     description="Personas of a server (main first) and its model settings.",
     key_help="server_disc_id (the Discord guild id), e.g. 123456789012345678",
     parse_key=parse_int,
+    reload=lambda key: _reload(key),
 )

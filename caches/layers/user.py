@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
+from typing import Any
 
 from django.db import Error as DatabaseError
 
@@ -137,6 +138,17 @@ def parse_user_key(text: str) -> Hashable:
     return (parse_int(user), parse_int(server))
 
 
+async def _reload(key: int | tuple[int, int]) -> Any:
+    if isinstance(key, tuple):
+        user_disc_id, server_disc_id = key
+        return await run_db(
+            users_repo.is_user_blacklisted,
+            server_disc_id=server_disc_id,
+            user_disc_id=user_disc_id,
+        )
+    return await run_db(users_repo.get_user_by_disc_id, key)
+
+
 registry.register(
     NAME,
     _cache,
@@ -144,6 +156,7 @@ registry.register(
     description="User rows (privacy level) and per-server blacklist answers.",
     key_help="user_disc_id for the row, or user_disc_id:server_disc_id for a blacklist answer",
     parse_key=parse_user_key,
+    reload=_reload,
     ops={
         "blacklist": invalidate_user_blacklist_cache,
         "blacklist_server": invalidate_server_blacklist_cache,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -38,11 +39,13 @@ from caches.catalogs.service import (
     register_catalogs,
     store_snapshot,
 )
+from caches.consistency import ConsistencyWatcher
 from caches.emergency import install_emergency_handler
 from caches.media import apply_libvips_settings
 from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
+from caches.registry import registry
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.discord_caches import run_discord_sweepers
@@ -100,6 +103,11 @@ class BotWorker:
         self.simulator: Any = None
         self.catalogs: CatalogSet | None = None
         self.guard: MemoryGuard | None = None
+        self.consistency = ConsistencyWatcher(
+            registry,
+            checks_per_second=settings.CONSISTENCY_CHECKS_PER_SECOND,
+            bound_seconds=settings.INVALIDATION_STALENESS_BOUND_SECONDS,
+        )
         self.context: WorkerContext | None = None
         self.admin_port: int | None = None
         self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
@@ -248,6 +256,7 @@ class BotWorker:
         self._spawn(
             self._every(CATALOG_CHECK_SECONDS, self._check_catalogs), "catalogs"
         )
+        self._spawn(self.consistency.run(self.stop_event), "consistency-watcher")
         self._spawn(
             self._every(settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
@@ -321,6 +330,7 @@ class BotWorker:
             )
             if self.pipeline is not None:
                 snapshot["turns"] = self.pipeline.counters.as_dict()
+            snapshot["consistency"] = self.consistency.summary()
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
             return None
@@ -451,5 +461,6 @@ class BotWorker:
                 str(getattr(k, "value", k)): n for k, n in responder.by_outcome.items()
             }
             logger.info("turns resolved: %d %s", responder.total, outcomes)
+        logger.info("consistency checks: %s", json.dumps(self.consistency.summary()))
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
