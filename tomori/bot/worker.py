@@ -7,7 +7,7 @@ Start-up order (settings were validated by the command's system checks):
 3. warm the LLM cache, the catalogs (stored snapshots first, network later)
    and the preset avatars;
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
-   catalog stale check, live snapshot, shard-lock renewal;
+   catalog stale check, live snapshot, shard-lock renewal, database outage check;
 5. log in (to Discord, or to the built-in simulated Discord).
 SIGTERM/SIGINT stops the timers, closes the gateway and the bus, flushes the
 pending durable short-term-memory writes and exits 0.
@@ -36,6 +36,7 @@ from caches.catalogs.service import (
     register_catalogs,
     store_snapshot,
 )
+from caches.db_outage import check_database
 from caches.emergency import install_emergency_handler
 from caches.media import apply_libvips_settings
 from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 CATALOG_CHECK_SECONDS = 60.0
 LOCK_RENEW_SECONDS = 10.0
+#: How often outage summaries are written and, during an outage, the database pinged.
+DB_CHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -238,6 +241,7 @@ class BotWorker:
             "live-snapshot",
         )
         self._spawn(self._every(LOCK_RENEW_SECONDS, self._renew_lock), "shard-lock")
+        self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
 
     async def _check_catalogs(self) -> None:
         if self.catalogs is None:
