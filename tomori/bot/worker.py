@@ -7,7 +7,7 @@ Start-up order (settings were validated by the command's system checks):
 3. warm the LLM cache, the catalogs (stored snapshots first, network later)
    and the preset avatars;
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
-   catalog stale check, live snapshot, shard-lock renewal, database outage check;
+   catalog stale check, live snapshot, shard-lock renewal;
 5. log in (to Discord, or to the built-in simulated Discord).
 SIGTERM/SIGINT stops the timers, closes the gateway and the bus, flushes the
 pending durable short-term-memory writes and exits 0.
@@ -49,10 +49,12 @@ from tomori.bot.lock import ShardLock, lock_names
 
 logger = logging.getLogger(__name__)
 
+#: How often the database outage check runs (a timer, like the ones below):
+#: outage summaries are written and, during an outage, the database pinged.
+DB_CHECK_SECONDS = 1.0
+
 CATALOG_CHECK_SECONDS = 60.0
 LOCK_RENEW_SECONDS = 10.0
-#: How often outage summaries are written and, during an outage, the database pinged.
-DB_CHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -233,6 +235,7 @@ class BotWorker:
             lag_monitor=lag,
         )
         self._spawn(metrics_logger.run(self.stop_event), "cache-metrics")
+        self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
         self._spawn(
             self._every(CATALOG_CHECK_SECONDS, self._check_catalogs), "catalogs"
         )
@@ -241,7 +244,6 @@ class BotWorker:
             "live-snapshot",
         )
         self._spawn(self._every(LOCK_RENEW_SECONDS, self._renew_lock), "shard-lock")
-        self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
 
     async def _check_catalogs(self) -> None:
         if self.catalogs is None:
