@@ -4,18 +4,17 @@ Keyed by (server_id, channel_disc_id); a channel with no override is cached as
 None so unconfigured channels cost one lookup. Each entry holds only that
 channel's own override: a thread without one inherits its parent's at read
 time, so a parent's change reaches its threads with no entry of theirs to
-drop. A database error answers "no override", is logged and caches nothing.
+drop. A database error answers "no override", is reported to
+`caches.db_outage` (one rate-limited log) and caches nothing.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from django.db import Error as DatabaseError
-
 from caches.core import MISSING, BoundedTTLCache
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
     minutes_setting,
@@ -41,13 +40,9 @@ class ChannelOverrideCache(Generic[V]):
         *,
         cap_setting: str,
         load: Callable[[int, int], V | None],
-        fallback: str,
         description: str,
     ) -> None:
-        """Build and register the layer; `load(server_id, channel_disc_id)` reads one row.
-
-        `fallback` names what a caller uses without an override (for the log).
-        """
+        """Build and register the layer; `load(server_id, channel_disc_id)` reads."""
         self.name = name
         self.cache: BoundedTTLCache[tuple[int, int], V | None] = new_cache(
             name,
@@ -56,9 +51,6 @@ class ChannelOverrideCache(Generic[V]):
             scopes={"server": _server_scope},
         )
         self._load_row = load
-        self._fallback = fallback
-        # The layer module's logger, so log routing does not see this helper.
-        self._logger = logging.getLogger(f"caches.layers.{name}")
         registry.register(
             name,
             self.cache,
@@ -80,15 +72,8 @@ class ChannelOverrideCache(Generic[V]):
                 value = await self._load(server_id, channel_disc_id)
             if value is None and parent_disc_id is not None:
                 value = await self.own(server_id, parent_disc_id)
-        except DatabaseError as exc:
-            self._logger.warning(
-                "%s: override of %s/%s unreadable, using %s: %s",
-                self.name,
-                server_id,
-                channel_disc_id,
-                self._fallback,
-                exc,
-            )
+        except DB_ERRORS as exc:
+            database_failed(self.name, exc)
             return None
         return value  # type: ignore[no-any-return]
 

@@ -197,11 +197,17 @@ class StaleFallbackCache(CompositeCache):
 
     The core drops an entry when its TTL passes, but a layer whose reload can
     fail (the database is down) wants to keep serving what it last knew. The
-    `last_good` member holds those values for `retention` seconds. It follows
-    the primary map's generation rule: a load whose key is invalidated, or
-    the cache cleared, while it runs is remembered by neither map, and an
-    invalidation or a clear drops the kept value with the fresh one. So only
-    values nobody has declared wrong are ever served stale.
+    `last_good` member holds those values for `retention` seconds.
+
+    An invalidation drops the fresh value, so the next read must try the
+    database first (a save shows as soon as the database answers); the last
+    good value stays, and is served (`fallback`, counted as stale) only when
+    that reload fails, until a reload succeeds. A load whose key is
+    invalidated, or the cache cleared, while it runs is remembered by neither
+    map (its value may predate the change), and a successful load the layer
+    does not cache (`DoNotCache`) drops the kept value: the database has
+    answered, and the old value is no longer the last good one. `clear()`
+    drops every member (the operator and emergency clears free memory).
     """
 
     def __init__(
@@ -223,6 +229,8 @@ class StaleFallbackCache(CompositeCache):
         # The running load of each key, staled by invalidate/clear (like the
         # core's in-flight loads), so its value never reaches last_good.
         self._loading: dict[Any, _Load] = {}
+        # Keys served from last_good since their last successful load.
+        self._served_stale: set[Any] = set()
 
     def get(self, key: Any, default: Any = MISSING) -> Any:
         """Return the fresh value for `key`, or `default`."""
@@ -245,26 +253,63 @@ class StaleFallbackCache(CompositeCache):
                     del self._loading[key]
             # No await between here and the core's own store: both see the
             # same invalidations.
-            if not load.stale and not isinstance(value, DoNotCache):
-                self.last_good.set(key, value)
+            if not load.stale:
+                self._remember(key, value)
             return value
 
         return load_and_remember
+
+    def _remember(self, key: Any, value: Any) -> None:
+        self._served_stale.discard(key)
+        if isinstance(value, DoNotCache):
+            self.last_good.invalidate(key)
+        else:
+            self.last_good.set(key, value)
 
     def stale(self, key: Any) -> Any:
         """Return the last good value of `key` (MISSING if none is kept)."""
         return self.last_good.peek(key)
 
+    def fallback(self, key: Any) -> Any:
+        """Return the last good value to serve after a failed reload (counted stale)."""
+        value = self.last_good.peek(key)
+        if value is not MISSING:
+            if len(self._served_stale) >= self.last_good.maxsize:
+                self.stale_entries()  # forget keys last_good no longer holds
+            self._served_stale.add(key)
+        return value
+
+    def stale_entries(self) -> int:
+        """Return how many keys are served from their last good value right now."""
+        gone = [key for key in self._served_stale if key not in self.last_good]
+        self._served_stale.difference_update(gone)
+        return len(self._served_stale)
+
     def invalidate(self, key: Any) -> int:
-        """Drop `key` from every member and keep its running load from being remembered."""
+        """Drop `key` from every member but last_good; return the entries removed.
+
+        The last good value stays to answer a reload that fails; the key's
+        running load is not remembered (it may predate the change).
+        """
         load = self._loading.pop(key, None)
         if load is not None:
             load.stale = True
-        return super().invalidate(key)
+        return sum(
+            cache.invalidate(key)
+            for cache in self._maps.values()
+            if cache is not self.last_good
+        )
 
     def clear(self) -> int:
         """Drop every entry of every member and keep running loads from being remembered."""
         for load in self._loading.values():
             load.stale = True
         self._loading.clear()
+        self._served_stale.clear()
         return super().clear()
+
+    def stats(self) -> dict[str, Any]:
+        """Return the layer's stats (see CompositeCache) with `stale_entries`."""
+        stats = super().stats()
+        stats["stale_entries"] = self.stale_entries()
+        return stats

@@ -25,7 +25,6 @@ _overrides: ChannelOverrideCache[int] = ChannelOverrideCache(
     NAME,
     cap_setting="CHANNEL_LLM_CACHE_MAX_ENTRIES",
     load=_load_own,
-    fallback="the server's LLM",
     description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
 )
 _cache = _overrides.cache

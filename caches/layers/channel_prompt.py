@@ -25,7 +25,6 @@ _overrides: ChannelOverrideCache[ChannelPromptRecord] = ChannelOverrideCache(
     NAME,
     cap_setting="CHANNEL_PROMPT_CACHE_MAX_ENTRIES",
     load=_load_own,
-    fallback="no channel prompt",
     description="Per-channel system prompt overrides ({prompt, mode} or None).",
 )
 _cache = _overrides.cache

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from caches.core import MISSING
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
     minutes_setting,
@@ -98,6 +99,8 @@ async def _run_sync(server_id: int, guild: GuildExpressions, force: bool) -> Non
     try:
         if await run_db(_sync_if_needed, server_id, guild, force):
             logger.info("emoji_sticker: synced server %s", server_id)
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
     except Exception:  # the sync must never break the turn that triggered it
         logger.exception("emoji_sticker: sync of server %s failed", server_id)
 

@@ -1,21 +1,20 @@
 """Guild MCP config cache: a guild's MCP servers, with where the answer came from.
 
 Keyed by server_id. Provenance is "fresh" (loaded within the TTL), "stale"
-(the reload failed, so the last good configs are served) or "unavailable"
-(the load failed and nothing good was known). Only tool-name snapshot and
+(the reload failed, so the last good configs are served, also after an
+invalidation until a reload succeeds) or "unavailable" (the load failed and
+nothing good was known). Only tool-name snapshot and
 enabled/url/name changes invalidate it; display metadata is not cached.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from django.db import Error as DatabaseError
-
 from caches.core import MISSING, BoundedTTLCache
+from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._support import (
     StaleFallbackCache,
     cached,
@@ -27,8 +26,6 @@ from caches.layers._support import (
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import integrations as integrations_repo
 from tomori.repositories.integrations import McpServerConfigRecord
-
-logger = logging.getLogger(__name__)
 
 NAME = "guild_mcp_config"
 STALE_RETENTION_SECONDS = 24 * 3600.0
@@ -70,18 +67,19 @@ async def get_cached_guild_mcp_configs(server_id: int) -> GuildMcpConfigs:
         return fresh  # type: ignore[no-any-return]
     try:
         return await _cache.get_or_load(server_id, lambda: _load(server_id))  # type: ignore[no-any-return]
-    except DatabaseError as exc:
-        logger.warning("guild_mcp_config: reload of %s failed: %s", server_id, exc)
-        stale = _cache.stale(server_id)
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
+        stale = _cache.fallback(server_id)
         if stale is MISSING:
             return GuildMcpConfigs(
                 server_id=server_id, configs=(), provenance="unavailable"
             )
+        served_stale(NAME)
         return dataclasses.replace(stale, provenance="stale")
 
 
 def invalidate_guild_mcp_config_cache(server_id: int) -> int:
-    """Drop the guild's configs (and the kept last good copy); return removals."""
+    """Drop the guild's fresh configs (the last good copy stays); return removals."""
     return _cache.invalidate(server_id)
 
 

@@ -15,9 +15,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import Error as DatabaseError
-
 from caches.core import BoundedTTLCache, Clock
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import llms as llms_repo
@@ -84,8 +83,8 @@ class LlmCache:
         changes = self._changes
         try:
             records = await run_db(llms_repo.list_llms)
-        except DatabaseError as exc:
-            logger.warning("llm: warm failed, keeping the previous map: %s", exc)
+        except DB_ERRORS as exc:  # keep serving the previous map
+            database_failed(NAME, exc)
             return False
         self.install(records)
         # Rows read before an invalidation that arrived mid-read may be old:

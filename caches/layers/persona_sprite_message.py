@@ -20,6 +20,7 @@ from django.db import Error as DatabaseError
 from django.utils import timezone
 
 from caches.core import MISSING, Clock, DoNotCache
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
     knob,
@@ -74,10 +75,8 @@ async def _load_one(
 ) -> SpriteMessageRecord | None | DoNotCache[None]:
     try:
         found = await run_db(sprites_repo.get_sprite_messages, [message_disc_id])
-    except DatabaseError as exc:
-        logger.warning(
-            "persona_sprite_message: lookup of %s failed: %s", message_disc_id, exc
-        )
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
         return DoNotCache(None)
     return found.get(message_disc_id)
 
@@ -107,10 +106,8 @@ async def prime_persona_sprite_message_records(message_disc_ids: Iterable[int]) 
         return 0
     try:
         found = await run_db(sprites_repo.get_sprite_messages, missing)
-    except DatabaseError as exc:
-        logger.warning(
-            "persona_sprite_message: prime of %d ids failed: %s", len(missing), exc
-        )
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
         return 0
     for message_disc_id in missing:
         _cache.set(message_disc_id, found.get(message_disc_id))

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db import Error as DatabaseError
 
 from caches.core import MISSING
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import cached, knob, new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import presets as presets_repo
@@ -93,8 +93,8 @@ async def initialize_preset_avatar_cache() -> int:
     invalidations = _cache.stats()["invalidations"]
     try:
         presets = await run_db(presets_repo.list_preset_personas)
-    except DatabaseError as exc:
-        logger.warning("preset_avatar: warm failed, keeping the cache: %s", exc)
+    except DB_ERRORS as exc:  # keep the cache
+        database_failed(NAME, exc)
         return 0
     avatars = await asyncio.to_thread(lambda: [_avatar_for(p) for p in presets])
     if _cache.stats()["invalidations"] != invalidations:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 
-from django.db import Error as DatabaseError
-
 from caches.core import MISSING, BoundedTTLCache, DoNotCache
+from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._support import (
     StaleFallbackCache,
     cached,
@@ -21,8 +19,6 @@ from caches.layers._support import (
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories import servers as servers_repo
 from tomori.repositories.servers import PersonaRecord, TomoriStateRows
-
-logger = logging.getLogger(__name__)
 
 NAME = "tomori_state"
 #: How long a database error is remembered, so callers can tell "database
@@ -98,8 +94,10 @@ async def _load(server_disc_id: int) -> TomoriState | DoNotCache[TomoriState | N
 async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
     """Return the server's state, loading it on a miss (None: unknown server).
 
-    On a database error, return the last good state if one is kept, else None,
-    and remember the error (see `tomori_state_database_error`).
+    On a database error, return the last good state if one is kept (even
+    past an invalidation: it is served, noted as stale, until a reload
+    succeeds), else None, and remember the error (see
+    `tomori_state_database_error`).
     """
     state = cached(_fresh, server_disc_id)  # the hit path builds no closure
     if state is not MISSING:
@@ -110,13 +108,14 @@ async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
 async def _load_or_stale(server_disc_id: int) -> TomoriState | None:
     try:
         return await _cache.get_or_load(server_disc_id, lambda: _load(server_disc_id))  # type: ignore[no-any-return]
-    except DatabaseError as exc:
-        logger.warning(
-            "tomori_state: loading server %s failed: %s", server_disc_id, exc
-        )
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
         _errors.set(server_disc_id, f"{type(exc).__name__}: {exc}")
-        stale = _cache.stale(server_disc_id)
-        return None if stale is MISSING else stale  # type: ignore[no-any-return]
+        stale = _cache.fallback(server_disc_id)
+        if stale is MISSING:
+            return None
+        served_stale(NAME)
+        return stale  # type: ignore[no-any-return]
 
 
 async def get_cached_all_personas(server_disc_id: int) -> tuple[PersonaRecord, ...]:
@@ -142,7 +141,10 @@ def tomori_state_database_error(server_disc_id: int) -> str | None:
 
 
 def invalidate_tomori_state_cache(server_disc_id: int) -> int:
-    """Drop the server's state, last good copy and error; return entries removed."""
+    """Drop the server's state and error; return entries removed.
+
+    The last good copy stays: it answers (as stale) only if the reload fails.
+    """
     return _cache.invalidate(server_disc_id)
 
 

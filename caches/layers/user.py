@@ -8,18 +8,18 @@ and a blacklist change touches one sub-entry.
 
 Fail closed: when the database cannot be read, privacy is the most
 restrictive level and the user counts as blacklisted, and neither guess is
-cached.
+cached. Each failure is reported to `caches.db_outage` (one rate-limited
+log; the pipeline then answers "database unavailable" where the guess would
+have decided the turn).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Hashable
 from typing import Any
 
-from django.db import Error as DatabaseError
-
 from caches.core import MISSING
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
     minutes_setting,
@@ -34,8 +34,6 @@ from tomori.repositories.users import (
     MOST_RESTRICTIVE_PRIVACY_LEVEL,
     UserRecord,
 )
-
-logger = logging.getLogger(__name__)
 
 NAME = "user"
 
@@ -79,10 +77,8 @@ async def get_cached_privacy_level(user_disc_id: int) -> int:
     """Return the user's privacy level; the most restrictive one if the database fails."""
     try:
         row = await get_cached_user_row(user_disc_id)
-    except DatabaseError as exc:
-        logger.warning(
-            "user: privacy of %s unreadable, failing closed: %s", user_disc_id, exc
-        )
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
         return MOST_RESTRICTIVE_PRIVACY_LEVEL
     return row.privacy_level if row is not None else DEFAULT_PRIVACY_LEVEL
 
@@ -102,13 +98,8 @@ async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) ->
                 user_disc_id=user_disc_id,
             ),
         )
-    except DatabaseError as exc:
-        logger.warning(
-            "user: blacklist of %s in %s unreadable, failing closed: %s",
-            user_disc_id,
-            server_disc_id,
-            exc,
-        )
+    except DB_ERRORS as exc:
+        database_failed(NAME, exc)
         return True
 
 

@@ -24,6 +24,15 @@ def _safely(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {}
 
 
+def _caches(context: WorkerContext) -> dict[str, Any]:
+    stats = context.registry.stats()
+    for layer in stats.values():
+        # Served from a last good value after a failed reload (only layers that
+        # keep one have any).
+        layer.setdefault("stale_entries", 0)
+    return stats
+
+
 def _discord(client: Any) -> dict[str, Any]:
     if client is None:
         return {}
@@ -100,7 +109,7 @@ def build_worker_snapshot(
         "shard_ids": context.shard_ids,
         "published_at": time.time(),
         "started_at": started_at,
-        "caches": _safely("caches", context.registry.stats),
+        "caches": _safely("caches", lambda: _caches(context)),
         "discord": _safely("discord", lambda: _discord(context.current_client())),
         "memory": _safely("memory", lambda: _memory(guard)),
         "bus": flatten_bus_status(bus_status),

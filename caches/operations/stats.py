@@ -34,6 +34,7 @@ class LayerRow:
     invalidations: int
     last_invalidation: float | None
     population: Population | None = None
+    stale_entries: int = 0  # served from a last good value after a failed reload
 
     @property
     def fill_percent(self) -> float | None:
@@ -157,6 +158,7 @@ def layer_row(
         invalidations=_int(stats.get("invalidations")),
         last_invalidation=_opt_number(stats.get("last_invalidation")),
         population=population,
+        stale_entries=_int(stats.get("stale_entries")),
     )
 
 

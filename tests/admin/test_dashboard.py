@@ -290,3 +290,32 @@ def test_the_in_process_bus_of_the_embedded_default_works_too(  # type: ignore[n
         bus.configure()
     assert len(test_cache) == 0
     assert "worker embedded: removed 5 entries" in _messages(response)
+
+
+def test_dashboard_counts_entries_served_stale_after_a_failed_reload(
+    manager_client, worker, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from asgiref.sync import async_to_sync
+    from django.db import OperationalError
+
+    from caches.layers import tomori_state
+    from tests.layers.fakes import tomori_rows
+
+    async def read(_fn, server_disc_id):  # type: ignore[no-untyped-def]
+        return tomori_rows(server_disc_id)
+
+    async def down(*_args):  # type: ignore[no-untyped-def]
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(tomori_state, "run_db", read)
+    async_to_sync(tomori_state.get_cached_tomori_state)(42)
+    tomori_state.invalidate_tomori_state_cache(42)
+    monkeypatch.setattr(tomori_state, "run_db", down)
+    assert async_to_sync(tomori_state.get_cached_tomori_state)(42) is not None
+    worker.publish()
+
+    response = manager_client.get(reverse(DASHBOARD))
+    [view] = response.context["workers"]
+    stale = {layer.name: layer.stale_entries for layer in view.layers}
+    assert stale["tomori_state"] == 1 and stale["user"] == 0
+    assert 'class="num stale warn-text">1</td>' in response.content.decode()

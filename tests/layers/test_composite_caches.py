@@ -174,12 +174,56 @@ async def test_unrelated_invalidation_keeps_the_load_remembered(stale_cache):
     assert stale_cache.stale(1) == "V"
 
 
-async def test_invalidation_drops_the_last_good_copy(stale_cache):
+async def test_invalidation_keeps_the_last_good_copy_for_a_failed_reload(stale_cache):
     loader = Gate("V")
     loader.release.set()
     await stale_cache.get_or_load(1, loader)
-    assert stale_cache.invalidate(1) == 2  # the fresh entry and its copy
+    assert stale_cache.invalidate(1) == 1  # the fresh entry only
+    assert stale_cache.get(1) is MISSING  # the next read must load
+    assert stale_cache.stale(1) == "V"
+    assert stale_cache.stats()["stale_entries"] == 0  # kept, not served yet
+    assert stale_cache.fallback(1) == "V"
+    assert stale_cache.stats()["stale_entries"] == 1
+
+
+async def test_successful_reload_ends_the_stale_count(stale_cache):
+    first, second = Gate("V1"), Gate("V2")
+    first.release.set()
+    second.release.set()
+    await stale_cache.get_or_load(1, first)
+    stale_cache.invalidate(1)
+    stale_cache.fallback(1)
+    assert await stale_cache.get_or_load(1, second) == "V2"
+    assert stale_cache.stale(1) == "V2" and stale_cache.stale_entries() == 0
+
+
+async def test_reload_the_layer_does_not_cache_drops_the_last_good_copy(stale_cache):
+    loader = Gate("V")
+    loader.release.set()
+    await stale_cache.get_or_load(1, loader)
+    stale_cache.invalidate(1)
+
+    async def gone() -> Any:
+        return DoNotCache(None)
+
+    assert await stale_cache.get_or_load(1, gone) is None
     assert stale_cache.stale(1) is MISSING
+
+
+async def test_stale_count_forgets_keys_whose_copy_expired(stale_cache):
+    loader = Gate("V")
+    loader.release.set()
+    await stale_cache.get_or_load(1, loader)
+    stale_cache.fallback(1)
+    stale_cache.primary.clock.advance(101)  # past the 100 s retention
+    assert stale_cache.stale_entries() == 0
+
+
+def test_clear_drops_the_last_good_copies_and_the_stale_count(stale_cache):
+    stale_cache.last_good.set(1, "V")
+    stale_cache.fallback(1)
+    assert stale_cache.clear() == 1
+    assert stale_cache.stale(1) is MISSING and stale_cache.stale_entries() == 0
 
 
 async def test_failed_load_leaves_the_last_good_copy(stale_cache):

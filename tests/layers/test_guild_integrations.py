@@ -72,10 +72,10 @@ def test_mcp_key_op_reloads_new_tool_names(run, server, mcp):
         config_id=mcp.id, tool_names=["fetch"]
     )
     assert changed
-    # The fresh entry and its last good copy.
-    assert registry.apply("guild_mcp_config", "key", server.id) == 2
+    # The fresh entry only: the last good copy stays for a failed reload.
+    assert registry.apply("guild_mcp_config", "key", server.id) == 1
     got = run(get_cached_guild_mcp_configs, server.id)
-    assert got.configs[0].tool_names == ("fetch",)
+    assert got.configs[0].tool_names == ("fetch",) and got.provenance == "fresh"
 
 
 def test_mcp_unchanged_tool_names_write_nothing(mcp):
@@ -84,9 +84,20 @@ def test_mcp_unchanged_tool_names_write_nothing(mcp):
     )
 
 
-def test_mcp_invalidated_entry_is_not_served_stale(run, server, mcp, db_down):
-    run(get_cached_guild_mcp_configs, server.id)
+def test_mcp_invalidated_entry_is_served_stale_when_its_reload_fails(
+    run, server, mcp, db_down
+):
+    before = run(get_cached_guild_mcp_configs, server.id)
     registry.apply("guild_mcp_config", "key", server.id)
+    db_down(integrations_repo, "list_guild_mcp_configs")
+    got = run(get_cached_guild_mcp_configs, server.id)
+    assert got.provenance == "stale" and got.configs == before.configs
+    assert registry.stats()["guild_mcp_config"]["stale_entries"] == 1
+
+
+def test_mcp_never_loaded_guild_is_unavailable_when_the_database_fails(
+    run, server, db_down
+):
     db_down(integrations_repo, "list_guild_mcp_configs")
     assert run(get_cached_guild_mcp_configs, server.id).provenance == "unavailable"
 

@@ -18,6 +18,7 @@ from caches.layers.tomori_state import (
 )
 from caches.registry import registry
 from tests.layers.fakes import tomori_rows
+from tomori import models as m
 from tomori.repositories import servers as servers_repo
 
 pytestmark = pytest.mark.django_db
@@ -107,8 +108,8 @@ def test_key_op_drops_the_entry(run, make_configured_server, make_persona):
     server = make_configured_server()
     run(get_cached_tomori_state, server.server_disc_id)
     make_persona(server, name="New alter")
-    # The fresh entry and its last good copy.
-    assert registry.apply("tomori_state", "key", server.server_disc_id) == 2
+    # The fresh entry only: the last good copy stays for a failed reload.
+    assert registry.apply("tomori_state", "key", server.server_disc_id) == 1
     names = [p.name for p in run(get_cached_all_personas, server.server_disc_id)]
     assert "New alter" in names
 
@@ -141,10 +142,55 @@ def test_database_error_serves_the_stale_entry(
     assert tomori_state_database_error(server.server_disc_id) is not None
 
 
-def test_invalidated_entry_is_not_served_stale(run, make_configured_server, db_down):
+def test_invalidated_entry_reloads_first_and_is_served_stale_if_that_fails(
+    run, make_configured_server, monkeypatch
+):
+    server = make_configured_server()
+    before = run(get_cached_tomori_state, server.server_disc_id)
+    registry.apply("tomori_state", "key", server.server_disc_id)
+    tries = []
+
+    def down(*args, **_k):
+        tries.append(args)
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", down)
+    assert run(get_cached_tomori_state, server.server_disc_id) is before
+    assert run(get_cached_tomori_state, server.server_disc_id) is before
+    assert len(tries) == 2  # every read tries the database before serving stale
+    assert registry.stats()["tomori_state"]["stale_entries"] == 1
+
+
+def test_reload_after_an_invalidation_serves_the_change_once_the_database_answers(
+    run, make_configured_server, make_persona, monkeypatch
+):
     server = make_configured_server()
     run(get_cached_tomori_state, server.server_disc_id)
     registry.apply("tomori_state", "key", server.server_disc_id)
+    make_persona(server, name="Saved during the outage")
+    real = servers_repo.load_tomori_state_rows
+
+    def down(*_a, **_k):
+        raise OperationalError("down")
+
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", down)
+    stale = run(get_cached_tomori_state, server.server_disc_id)
+    assert "Saved during the outage" not in [p.name for p in stale.personas]
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", real)
+    fresh = run(get_cached_tomori_state, server.server_disc_id)
+    assert "Saved during the outage" in [p.name for p in fresh.personas]
+    assert registry.stats()["tomori_state"]["stale_entries"] == 0
+
+
+def test_successful_load_the_layer_does_not_cache_drops_the_last_good_copy(
+    run, make_server, make_persona, db_down
+):
+    server = make_server()
+    make_persona(server, name="Tomori", is_main=True)
+    assert run(get_cached_tomori_state, server.server_disc_id).main_persona
+    registry.apply("tomori_state", "key", server.server_disc_id)
+    m.Persona.objects.filter(server_id=server.id).delete()  # no personas: DoNotCache
+    assert run(get_cached_tomori_state, server.server_disc_id).main_persona is None
     db_down(servers_repo, "load_tomori_state_rows")
     assert run(get_cached_tomori_state, server.server_disc_id) is None
 

@@ -124,9 +124,10 @@ async def test_a_failed_durable_write_is_logged_not_raised(
         raise RuntimeError("INSERT ... VALUES ('secret summary')")
 
     monkeypatch.setattr(stm_store.writer, "_apply", broken)
+    failures = stm_store.writer.failures  # the process store's, since it started
     await _summarize("secret summary")
     await stm.flush_pending_writes()
-    assert stm_store.writer.failures == 1
+    assert stm_store.writer.failures == failures + 1
     assert "dropped 2 durable writes (RuntimeError)" in caplog.text
     assert "secret summary" not in caplog.text
     assert (await stm.get_short_term_memory_for_user_channel(USER, CHANNEL)).summary

@@ -2,7 +2,9 @@
 
 `RecordingResponder` (the default) counts turns per outcome and keeps the
 last few; `ReplyingResponder` also answers turns that mention the bot with a
-short message, to show the round trip through Discord in the demo.
+short message, to show the round trip through Discord in the demo (an OK
+turn with what the caches resolved, a db_unavailable one with an apology;
+the other outcomes are deliberate silences).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from tomori.bot.pipeline.waiting import CountWaiters
 logger = logging.getLogger(__name__)
 
 DEFAULT_KEEP_LAST = 100
+#: Outcomes a mention is answered for.
+ANSWERED = frozenset({Outcome.OK, Outcome.DB_UNAVAILABLE})
+UNAVAILABLE_TEXT = "I can't reach my database right now; please try again in a moment."
 
 
 @runtime_checkable
@@ -59,7 +64,7 @@ class RecordingResponder:
 
 
 class ReplyingResponder(RecordingResponder):
-    """Record every turn, and answer OK turns that mention the bot in their channel."""
+    """Record every turn; answer OK and db_unavailable turns that mention the bot."""
 
     def __init__(self, client: Any, *, keep_last: int = DEFAULT_KEEP_LAST) -> None:
         super().__init__(keep_last=keep_last)
@@ -68,9 +73,9 @@ class ReplyingResponder(RecordingResponder):
         self.reply_failures = 0
 
     async def respond(self, turn: ResolvedTurn) -> None:
-        """Record the turn; reply when it is an OK turn addressed to the bot."""
+        """Record the turn; reply when it is addressed to the bot and answered."""
         await super().respond(turn)
-        if turn.outcome is not Outcome.OK or not turn.mentions_bot:
+        if not turn.mentions_bot or turn.outcome not in ANSWERED:
             return
         channel = self.client.get_partial_messageable(
             turn.channel_disc_id, guild_id=turn.server_disc_id
@@ -86,6 +91,8 @@ class ReplyingResponder(RecordingResponder):
 
 def reply_text(turn: ResolvedTurn) -> str:
     """Return the short demo answer that shows what the caches resolved."""
+    if turn.outcome is Outcome.DB_UNAVAILABLE:
+        return UNAVAILABLE_TEXT
     model = turn.llm_codename or "no model"
     memory = turn.stm_user_turns or 0
     return (

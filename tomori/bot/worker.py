@@ -40,6 +40,7 @@ from caches.catalogs.service import (
     store_snapshot,
 )
 from caches.consistency import ConsistencyWatcher
+from caches.db_outage import check_database
 from caches.emergency import install_emergency_handler
 from caches.media import apply_libvips_settings
 from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
@@ -52,6 +53,10 @@ from tomori.bot.discord_caches import run_discord_sweepers
 from tomori.bot.lock import ShardLock, lock_names
 
 logger = logging.getLogger(__name__)
+
+#: How often the database outage check runs (a timer, like the ones below):
+#: outage summaries are written and, during an outage, the database pinged.
+DB_CHECK_SECONDS = 1.0
 
 CATALOG_CHECK_SECONDS = 60.0
 
@@ -253,6 +258,7 @@ class BotWorker:
             lag_monitor=lag,
         )
         self._spawn(metrics_logger.run(self.stop_event), "cache-metrics")
+        self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
         self._spawn(
             self._every(CATALOG_CHECK_SECONDS, self._check_catalogs), "catalogs"
         )

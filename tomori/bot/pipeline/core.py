@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from caches.catalogs import CatalogSet
+from caches.db_outage import DB_ERRORS, TurnNotes, database_failed, failing_layer
 from caches.layers.channel_llm import get_cached_channel_llm
 from caches.layers.channel_prompt import get_cached_channel_prompt
 from caches.layers.channel_whitelist import get_cached_whitelist_status
@@ -128,12 +130,15 @@ class MessagePipeline:
     async def handle(self, message: Any) -> ResolvedTurn | None:
         """Resolve one message and pass its turn on; None if skipped or failed.
 
-        Never raises (but for cancellation): errors are logged and counted.
+        Never raises (but for cancellation): errors are logged and counted. A
+        database failure is not an error here: the turn ends db_unavailable
+        (see `caches.db_outage` for how it is logged).
         """
         counters = self.counters
         counters.received += 1
         try:
-            return await self._handle(message)
+            with TurnNotes() as notes:
+                return await self._handle(message, notes)
         except Exception:
             counters.errors += 1
             logger.exception("pipeline: message %s failed", getattr(message, "id", "?"))
@@ -142,7 +147,7 @@ class MessagePipeline:
             counters.processed += 1
             self._waiters.notify(counters.processed)
 
-    async def _handle(self, message: Any) -> ResolvedTurn | None:
+    async def _handle(self, message: Any, notes: TurnNotes) -> ResolvedTurn | None:
         author = message.author
         if author.id == self.self_id:
             self.counters.skipped_own += 1
@@ -150,11 +155,11 @@ class MessagePipeline:
         if author.bot:  # other bots, and webhooks (their author is a bot user)
             self.counters.skipped_bots += 1
             return None
-        guild = message.guild
-        if guild is None:
-            turn = await self._resolve_dm(message)
-        else:
-            turn = await self._resolve_guild(message, guild)
+        turn = await self._resolve(message, notes)
+        if notes.failed or notes.stale:
+            turn = dataclasses.replace(
+                turn, db_failures=tuple(notes.failed), stale_layers=tuple(notes.stale)
+            )
         self.counters.turns += 1
         self.counters.outcomes[turn.outcome] += 1
         await self.responder.respond(turn)
@@ -170,28 +175,52 @@ class MessagePipeline:
             **fields,
         }
 
-    async def _resolve_guild(self, message: Any, guild: Any) -> ResolvedTurn:
-        parent_id = getattr(message.channel, "parent_id", None)  # threads only
-        base = self._base(
-            message, server_disc_id=guild.id, parent_channel_disc_id=parent_id
-        )
-        gate = await self._gate(message, guild.id, parent_id, base)
+    async def _resolve(self, message: Any, notes: TurnNotes) -> ResolvedTurn:
+        guild = message.guild
+        if guild is None:
+            base = self._base(message)
+        else:
+            parent_id = getattr(message.channel, "parent_id", None)  # threads only
+            base = self._base(
+                message, server_disc_id=guild.id, parent_channel_disc_id=parent_id
+            )
+        try:
+            if guild is None:
+                return await self._resolve_dm(message, base)
+            return await self._resolve_guild(message, guild, base, notes)
+        except DB_ERRORS as exc:  # from a layer that lets database errors through
+            database_failed(failing_layer(exc), exc)
+            return ResolvedTurn(Outcome.DB_UNAVAILABLE, **base)
+
+    async def _resolve_guild(
+        self, message: Any, guild: Any, base: dict[str, Any], notes: TurnNotes
+    ) -> ResolvedTurn:
+        parent_id = base["parent_channel_disc_id"]
+        gate = await self._gate(message, guild.id, parent_id, base, notes)
         if isinstance(gate, ResolvedTurn):
             return gate
         state, decision = gate
         return await self._compose(message, guild, state, decision, base)
 
     async def _gate(
-        self, message: Any, server_disc_id: int, parent_id: int | None, base: Any
+        self,
+        message: Any,
+        server_disc_id: int,
+        parent_id: int | None,
+        base: Any,
+        notes: TurnNotes,
     ) -> ResolvedTurn | tuple[TomoriState, WhitelistDecision]:
         """Return the stop turn (not configured, blacklisted...) or what passed."""
         state = await get_cached_tomori_state(server_disc_id)
         if state is None or not state.configured or state.main_persona is None:
-            return ResolvedTurn(Outcome.NOT_CONFIGURED, **base)
+            stop = stop_outcome(Outcome.NOT_CONFIGURED, "tomori_state", notes)
+            return ResolvedTurn(stop, **base)
         base["server_id"] = state.server_id
         author = message.author
         if await get_cached_blacklist_status(server_disc_id, author.id):
-            return ResolvedTurn(Outcome.BLACKLISTED, **base)
+            return ResolvedTurn(
+                stop_outcome(Outcome.BLACKLISTED, "user", notes), **base
+            )
         decision = await get_cached_whitelist_status(
             server_disc_id,
             message.channel.id,
@@ -246,7 +275,7 @@ class MessagePipeline:
             **memory.fields(),
         )
 
-    async def _resolve_dm(self, message: Any) -> ResolvedTurn:
+    async def _resolve_dm(self, message: Any, base: dict[str, Any]) -> ResolvedTurn:
         author_id = message.author.id
         privacy = await get_cached_privacy_level(author_id)
         user = await user_row(author_id)
@@ -257,7 +286,7 @@ class MessagePipeline:
         )
         return ResolvedTurn(
             Outcome.DM,
-            **self._base(message),
+            **base,
             user_id=user.id if user is not None else None,
             privacy_level=privacy,
             **history.fields(),
@@ -271,3 +300,14 @@ class MessagePipeline:
             limit=self.history_limit,
             scan_limit=self.history_scan_limit,
         )
+
+
+def stop_outcome(outcome: Outcome, layer: str, notes: TurnNotes) -> Outcome:
+    """Return `outcome`, or db_unavailable if `layer` answered it from a failed read.
+
+    A layer that failed and served its last good value answered for real; one
+    that failed and fell back (no state, fail-closed blacklist) did not.
+    """
+    if layer in notes.failed and layer not in notes.stale:
+        return Outcome.DB_UNAVAILABLE
+    return outcome

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import Error as DatabaseError
-
 from caches.catalogs import CatalogSet
+from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers.emoji_sticker import GuildExpressions, load_emoji_sticker_cache
 from caches.layers.guild_mcp_config import get_cached_guild_mcp_configs
 from caches.layers.llm import (
@@ -27,8 +25,6 @@ from tomori.repositories.expressions import GuildExpression
 from tomori.repositories.llms import LlmRecord
 from tomori.repositories.servers import PersonaRecord
 from tomori.repositories.users import UserRecord
-
-logger = logging.getLogger(__name__)
 
 #: The provider whose models the OpenRouter text catalog describes.
 OPENROUTER = "openrouter"
@@ -82,8 +78,8 @@ async def user_row(user_disc_id: int) -> UserRecord | None:
     """Return the user's row, or None (unknown user, or the database is down)."""
     try:
         return await get_cached_user_row(user_disc_id)
-    except DatabaseError as exc:
-        logger.warning("pipeline: user %s unreadable: %s", user_disc_id, exc)
+    except DB_ERRORS as exc:
+        database_failed("user", exc)
         return None
 
 

@@ -23,6 +23,9 @@ class Outcome(enum.StrEnum):
     NOT_CONFIGURED = "not_configured"  # no server row, personas or API key
     BLACKLISTED = "blacklisted"
     NOT_WHITELISTED = "not_whitelisted"
+    # The database failed where the turn needed it, and no last good value
+    # could answer: never reported as not_configured or blacklisted.
+    DB_UNAVAILABLE = "db_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,9 @@ class ResolvedTurn:
     """Everything the caches answered for one message (the LLM call is out of scope).
 
     Fields after `outcome` are filled as far as the pipeline got: a turn that
-    stopped at the blacklist has no personas or model.
+    stopped at the blacklist has no personas or model. `db_failures` names
+    the layers whose database read failed during the turn (however they then
+    answered), `stale_layers` those that answered with a last good value.
     """
 
     outcome: Outcome
@@ -72,6 +77,8 @@ class ResolvedTurn:
     stm_entries_found: int = 0
     stm_user_turns: int | None = None  # turn count of the user entry read
     stm_server_turns: int | None = None  # turn count of the server entry read
+    db_failures: tuple[str, ...] = ()
+    stale_layers: tuple[str, ...] = ()
 
 
 def persona_fields(
