@@ -12,14 +12,13 @@ due and, while an outage lasts, pings the database to log its end.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-from types import TracebackType
 
 from django.db import Error as DatabaseError
 
 from caches.layers._support import run_db
 from caches.outage_log import OutageLog
+from caches.turn_notes import _current
 from tomori.repositories import health
 
 logger = logging.getLogger(__name__)
@@ -34,38 +33,6 @@ outage_log = OutageLog("database", logger=logger)
 _LAYERS = "caches.layers."
 
 
-class TurnNotes:
-    """The database failures of one turn: layers that failed, layers served stale.
-
-    `with TurnNotes() as notes:` makes it the current turn's notes for the
-    code (and tasks) that run inside the block.
-    """
-
-    __slots__ = ("failed", "stale", "_token")
-
-    def __init__(self) -> None:
-        self.failed: list[str] = []  # layers whose database read failed
-        self.stale: list[str] = []  # layers that answered with a last good value
-        self._token: contextvars.Token[TurnNotes | None] | None = None
-
-    def __enter__(self) -> TurnNotes:
-        self._token = _current.set(self)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._token is not None:
-            _current.reset(self._token)
-            self._token = None
-
-
-_current: contextvars.ContextVar[TurnNotes | None] = contextvars.ContextVar(
-    "tomori_turn_notes", default=None
-)
 _reset_task: asyncio.Task[None] | None = None
 
 

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
+from caches.turn_notes import note_miss
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -79,6 +80,7 @@ def cached(cache: BoundedTTLCache[Any, Any], key: Any) -> Any:
     value = cache.get(key)
     if value is MISSING:
         cache.misses -= 1  # get_or_load, which the caller runs next, counts it
+        note_miss(cache.name)
     return value
 
 

@@ -10,8 +10,9 @@ import pytest
 from django.db import OperationalError, connection
 
 from caches import db_outage
-from caches.db_outage import TurnNotes, database_failed, failing_layer, served_stale
+from caches.db_outage import database_failed, failing_layer, served_stale
 from caches.layers import channel_whitelist
+from caches.turn_notes import TurnNotes
 from tests.support.faults import TcpProxy
 from tomori.repositories.health import drop_broken_connections
 

@@ -7,18 +7,20 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from caches.catalogs import CatalogSet
-from caches.db_outage import DB_ERRORS, TurnNotes, database_failed, failing_layer
+from caches.db_outage import DB_ERRORS, database_failed, failing_layer
 from caches.layers.channel_llm import get_cached_channel_llm
 from caches.layers.channel_prompt import get_cached_channel_prompt
 from caches.layers.channel_whitelist import get_cached_whitelist_status
 from caches.layers.persona_sprite import get_cached_prompt_sprites
 from caches.layers.tomori_state import TomoriState, get_cached_tomori_state
 from caches.layers.user import get_cached_blacklist_status, get_cached_privacy_level
+from caches.turn_notes import TurnNotes
 from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_SCAN_LIMIT,
@@ -26,6 +28,7 @@ from tomori.bot.pipeline.history import (
     resolve_history,
 )
 from tomori.bot.pipeline.memory import MemoryStep
+from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
     choose_model,
     choose_persona,
@@ -106,6 +109,7 @@ class MessagePipeline:
         crude = int(settings.SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT)
         self.memory = MemoryStep(capture=capture_short_term_memory, keep=crude - 1)
         self.counters = PipelineCounters()
+        self.recent = RecentTurns()
         self._client: Any = None
         self._waiters = CountWaiters()
 
@@ -136,9 +140,10 @@ class MessagePipeline:
         """
         counters = self.counters
         counters.received += 1
+        started = perf_counter()
         try:
             with TurnNotes() as notes:
-                return await self._handle(message, notes)
+                turn = await self._handle(message, notes)
         except Exception:
             counters.errors += 1
             logger.exception("pipeline: message %s failed", getattr(message, "id", "?"))
@@ -146,6 +151,9 @@ class MessagePipeline:
         finally:
             counters.processed += 1
             self._waiters.notify(counters.processed)
+        if turn is not None:
+            self.recent.record(turn, notes, perf_counter() - started)
+        return turn
 
     async def _handle(self, message: Any, notes: TurnNotes) -> ResolvedTurn | None:
         author = message.author
