@@ -11,11 +11,19 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, worker_init
 
+from tomori.startup import exit_on_settings_error
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
 
 app = Celery("tomori")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["caches", "metrics", "tomori"])
+
+
+@app.on_configure.connect
+def _exit_on_settings_error(**_: Any) -> None:
+    # Sent when the configuration is first read: a settings error is one line.
+    exit_on_settings_error()
 
 
 @worker_init.connect
