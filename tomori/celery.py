@@ -20,12 +20,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["caches", "metrics", "tomori"])
 
 
-@app.on_configure.connect
-def _exit_on_settings_error(**_: Any) -> None:
-    # Sent when the configuration is first read: a settings error is one line.
-    exit_on_settings_error()
-
-
 @worker_init.connect
 @beat_init.connect
 def _refuse_invalid_settings(**_: Any) -> None:
@@ -42,3 +36,9 @@ def _refuse_invalid_settings(**_: Any) -> None:
         # Celery logs and swallows exceptions from signal receivers: exit instead.
         print(exc, file=sys.stderr)
         raise SystemExit(1) from exc
+
+
+@app.on_configure.connect
+def _exit_on_settings_error(**_: Any) -> None:
+    # Sent when the configuration is first read: a settings error is one line.
+    exit_on_settings_error()

