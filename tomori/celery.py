@@ -18,6 +18,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, worker_init
 
+from tomori.startup import exit_on_settings_error
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
 
 app = Celery("tomori")
@@ -48,3 +50,9 @@ def _refuse_invalid_settings(**_: Any) -> None:
         # Celery logs and swallows exceptions from signal receivers: exit instead.
         print(exc, file=sys.__stderr__, flush=True)
         raise SystemExit(1) from exc
+
+
+@app.on_configure.connect
+def _exit_on_settings_error(**_: Any) -> None:
+    # Sent when the configuration is first read: a settings error is one line.
+    exit_on_settings_error()

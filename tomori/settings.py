@@ -8,6 +8,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from tomori.devenv import env_file_path
 from tomori.knobs import DEBUG_KNOB, parse_knob, read_knobs
 from tomori.service_urls import default_bus_channel, redis_url_error
 
@@ -15,7 +16,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# `make run` writes a development .env (tomori/devenv.py); TOMORI_ENV_FILE picks another.
+ENV_FILE = env_file_path()
+environ.Env.read_env(ENV_FILE, overwrite=False)
 
 # Strict like every knob: "maybe" is neither dev mode nor production, and a
 # guess either way is wrong (env.bool would read it as false).
@@ -95,6 +98,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # is locked" while the bot writes; IMMEDIATE takes the write lock up front
     # and waits up to `timeout` for it instead.
     DATABASES["default"]["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
+    # SQLite creates its file but not the directory: `migrate` on a fresh clone.
+    _sqlite_dir = Path(DATABASES["default"]["NAME"]).resolve().parent
+    if _sqlite_dir.is_relative_to(VAR_DIR):
+        _sqlite_dir.mkdir(parents=True, exist_ok=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

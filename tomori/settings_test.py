@@ -2,6 +2,8 @@
 
 import os
 
+# A developer's .env (DEBUG, REDIS_URL, ...) must not change what the tests run.
+os.environ.setdefault("TOMORI_ENV_FILE", os.devnull)
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("CRYPTO_SECRET_V1", "test-only-crypto-secret-v1")
 os.environ.setdefault("CRYPTO_SECRET_CURRENT", "1")

@@ -4,7 +4,14 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from tomori.startup import exit_on_settings_error
+
+# 4 is gunicorn's "App failed to load": its arbiter stops instead of
+# respawning a worker that can never boot (any other code loops).
+GUNICORN_APP_LOAD_ERROR = 4
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
+exit_on_settings_error(code=GUNICORN_APP_LOAD_ERROR)
 application = get_wsgi_application()
 
 # gunicorn runs no system checks: refuse to serve with an invalid setting.

@@ -1,0 +1,1 @@
+"""Tests of `make run`: the embedded production topology and a second terminal."""
