@@ -78,6 +78,7 @@ def development_env(*, redis_port: int, openrouter_port: int, admin_port: int) -
             f"REDIS_URL=redis://127.0.0.1:{redis_port}/0",
             f"OPENROUTER_BASE_URL=http://127.0.0.1:{openrouter_port}{FAKE_OPENROUTER_PATH}",
             f"TOMORI_ADMIN_PORT={admin_port}",
+            f"METRICS_LOG_FILE={VAR_DIR / 'log' / 'metrics.jsonl'}",
             "",
         ]
     )

@@ -421,6 +421,13 @@ KNOBS: tuple[Knob, ...] = (
     ),
     # Metrics.
     Knob(
+        "METRICS_LOG_FILE",
+        "str",
+        "",
+        "File the JSON metric lines (cache_sizes, host_memory, memory guard) are appended to instead of the console; empty: the console, for a log shipper. `make run` sets var/log/metrics.jsonl.",
+        X,
+    ),
+    Knob(
         "CACHE_METRICS_INTERVAL_MS",
         "int",
         300_000,

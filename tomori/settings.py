@@ -171,6 +171,20 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+if _knob_values["METRICS_LOG_FILE"]:
+    # JSON metric lines to their own file: the console stays readable.
+    _metrics_file = Path(_knob_values["METRICS_LOG_FILE"])
+    _metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    LOGGING["formatters"]["bare"] = {"format": "%(message)s"}
+    LOGGING["handlers"]["metrics_file"] = {
+        "class": "logging.handlers.WatchedFileHandler",
+        "filename": str(_metrics_file),
+        "formatter": "bare",
+    }
+    LOGGING["loggers"]["tomori.metrics"] = {
+        "handlers": ["metrics_file"],
+        "propagate": False,
+    }
 
 # Celery beat: the OpenRouter catalogs every quarter TTL (at least a minute),
 # and the short-term-memory janitor daily.

@@ -43,6 +43,19 @@ FlushFn = Callable[[], Any]
 MAX_ORIGINS = 1024
 
 
+def log_applied(events: list[EventTuple], origin: str) -> None:
+    """Log one line for a batch of invalidations from another process."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    from caches.invalidation.describe import describe
+
+    words = describe(events)
+    shown = "; ".join(words[:5]) + (
+        f"; and {len(words) - 5} more" if len(words) > 5 else ""
+    )
+    logger.info("invalidated from %s: %s", origin, shown)
+
+
 class OutboxOptions(NamedTuple):
     """How a subscriber follows the invalidation outbox (seconds)."""
 
@@ -155,12 +168,17 @@ class Bus:
             )
 
     def _deliver(
-        self, events: list[EventTuple], sent_at: float, *, measure: bool
+        self,
+        events: list[EventTuple],
+        sent_at: float,
+        *,
+        measure: bool,
+        origin: str = "",
     ) -> None:
-        self._call_on_loop(self._apply_now, events, sent_at, measure)
+        self._call_on_loop(self._apply_now, events, sent_at, measure, origin)
 
     def _apply_now(
-        self, events: list[EventTuple], sent_at: float, measure: bool
+        self, events: list[EventTuple], sent_at: float, measure: bool, origin: str
     ) -> None:
         try:
             self._apply(events)
@@ -168,6 +186,8 @@ class Bus:
             logger.exception("bus: applying %d event(s) failed", len(events))
         if measure:
             self.stats.applied(time.time() - sent_at)
+        if origin:
+            log_applied(events, origin)
 
     def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         # Caches belong to the event-loop thread; hop there when there is one.
@@ -222,8 +242,8 @@ class Bus:
         from caches.outbox import OutboxFollower
 
         follower = OutboxFollower(
-            deliver=lambda events, sent_at: self._deliver(
-                events, sent_at, measure=True
+            deliver=lambda events, sent_at, origin: self._deliver(
+                events, sent_at, measure=True, origin=origin or "the outbox"
             ),
             flush=self._flush_all,
             interval=options.interval,
@@ -309,7 +329,9 @@ class Bus:
         if self._follower is not None:
             self._follower.note_applied(message.get("outbox"))
         events = events_from_json(message.get("events"))
-        self._deliver(events, float(message["sent_at"]), measure=True)
+        self._deliver(
+            events, float(message["sent_at"]), measure=True, origin=message["origin"]
+        )
 
     def _in_sequence(self, origin: str, seq: int) -> bool:
         last = self._seen.get(origin)

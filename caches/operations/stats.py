@@ -85,6 +85,8 @@ class WorkerView:
     memory: dict[str, Any] = field(default_factory=dict)
     bus: dict[str, Any] = field(default_factory=dict)
     catalogs: dict[str, Any] = field(default_factory=dict)
+    recent_turns: list[dict[str, Any]] = field(default_factory=list)
+    consistency: dict[str, Any] = field(default_factory=dict)
 
     def age_seconds(self, now: float | None = None) -> float | None:
         """Return how long ago the snapshot was published."""
@@ -121,6 +123,8 @@ class WorkerView:
             "memory": self.memory,
             "bus": self.bus,
             "catalogs": self.catalogs,
+            "recent_turns": self.recent_turns,
+            "consistency": self.consistency,
         }
 
 
@@ -184,6 +188,8 @@ def worker_view(
         memory=dict(snapshot.get("memory") or {}),
         bus=dict(snapshot.get("bus") or {}),
         catalogs=dict(snapshot.get("catalogs") or {}),
+        recent_turns=list(snapshot.get("recent_turns") or []),
+        consistency=dict(snapshot.get("consistency") or {}),
     )
 
 

@@ -21,7 +21,7 @@ from caches.outbox.tracker import CatchUpTracker
 
 logger = logging.getLogger(__name__)
 
-DeliverFn = Callable[[list[EventTuple], float], None]
+DeliverFn = Callable[[list[EventTuple], float, str], None]
 FlushFn = Callable[[str], None]
 
 
@@ -117,7 +117,7 @@ class OutboxFollower:
             return 0
         for row in taken.apply:
             try:
-                self._deliver(list(row.events), row.created_at)
+                self._deliver(list(row.events), row.created_at, row.origin)
             except Exception:  # the tracker has moved past it: never lose the rest
                 logger.exception("outbox: applying row %d failed", row.id)
         self._count("outbox_caught_up", len(taken.apply))

@@ -168,6 +168,20 @@ def test_other_process_messages_are_applied_with_lag(worker, other, recorder):
     assert other.stats.wait_for(lambda s: s["published"] == 1, WAIT)
 
 
+def test_each_applied_batch_is_one_log_line_naming_its_origin(
+    worker, other, recorder, caplog
+):
+    caplog.set_level("INFO", logger="caches.bus.core")
+    other.broadcast([("user", "key", (7,)), ("tomori_state", "key", (8,))])
+    assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
+    lines = [
+        r.getMessage() for r in caplog.records if "invalidated from" in r.getMessage()
+    ]
+    assert lines == [
+        f"invalidated from {other.origin}: user 7; Tomori state of server 8"
+    ]
+
+
 def test_own_messages_are_skipped(worker, raw, recorder):
     _publish(raw, worker.channel, origin=worker.origin, seq=1)
 

@@ -27,7 +27,7 @@ class Applied:
         self.batches: list[list[Any]] = []
         self.flushes: list[str] = []
 
-    def deliver(self, events: list[Any], sent_at: float) -> None:
+    def deliver(self, events: list[Any], sent_at: float, origin: str) -> None:
         self.batches.append(events)
         bus.apply_to_registry(events)
 

@@ -59,6 +59,21 @@ logger = logging.getLogger(__name__)
 DB_CHECK_SECONDS = 1.0
 
 CATALOG_CHECK_SECONDS = 60.0
+#: How often the console gets one line summing up the traffic.
+TRAFFIC_SUMMARY_SECONDS = 60.0
+
+
+def traffic_line(window: dict[str, Any], hits: int, misses: int) -> str:
+    """Return one console line for a traffic window (turns, outcomes, latency, hits)."""
+    outcomes = ", ".join(f"{n} {o}" for o, n in sorted(window["outcomes"].items()))
+    lookups = hits + misses
+    rate = f"{100 * hits / lookups:.1f}%" if lookups else "n/a"
+    p50, p99 = window["p50_ms"], window["p99_ms"]
+    latency = "n/a" if p50 is None else f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+    return (
+        f"{window['turns']} turn(s) in the last minute ({outcomes or 'none'}); "
+        f"latency {latency}; cache hit rate {rate}"
+    )
 
 
 @dataclass
@@ -108,6 +123,7 @@ class BotWorker:
         self.simulator: Any = None
         self.catalogs: CatalogSet | None = None
         self.guard: MemoryGuard | None = None
+        self._last_hits = (0, 0)
         self.consistency = ConsistencyWatcher(
             registry,
             checks_per_second=settings.CONSISTENCY_CHECKS_PER_SECOND,
@@ -260,6 +276,10 @@ class BotWorker:
         self._spawn(metrics_logger.run(self.stop_event), "cache-metrics")
         self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
         self._spawn(
+            self._every(TRAFFIC_SUMMARY_SECONDS, self._log_traffic, first_after=True),
+            "traffic-summary",
+        )
+        self._spawn(
             self._every(CATALOG_CHECK_SECONDS, self._check_catalogs), "catalogs"
         )
         self._spawn(self.consistency.run(self.stop_event), "consistency-watcher")
@@ -267,6 +287,21 @@ class BotWorker:
             self._every(settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
         )
+
+    async def _log_traffic(self) -> None:
+        if self.pipeline is None:
+            return
+        window = self.pipeline.recent.take_window()
+        hits, misses = self._hits_and_misses()
+        logger.info("traffic: %s", traffic_line(window, hits, misses))
+
+    def _hits_and_misses(self) -> tuple[int, int]:
+        stats = registry.stats().values()
+        hits = sum(int(s.get("hits") or 0) for s in stats)
+        misses = sum(int(s.get("misses") or 0) for s in stats)
+        delta = (hits - self._last_hits[0], misses - self._last_hits[1])
+        self._last_hits = (hits, misses)
+        return delta
 
     async def _check_catalogs(self) -> None:
         if self.catalogs is None:
@@ -336,6 +371,7 @@ class BotWorker:
             )
             if self.pipeline is not None:
                 snapshot["turns"] = self.pipeline.counters.as_dict()
+                snapshot["recent_turns"] = self.pipeline.recent.as_list()
             snapshot["consistency"] = self.consistency.summary()
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
@@ -400,7 +436,16 @@ class BotWorker:
         if task.get_name() in ("discord-client", "shard-lock"):
             self.stop()
 
-    async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+    async def _every(
+        self,
+        seconds: float,
+        job: Callable[[], Awaitable[None]],
+        *,
+        first_after: bool = False,
+    ) -> None:
+        if first_after:  # the first run after one interval, not at once
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), seconds)
         while not self.stop_event.is_set():
             try:
                 await job()

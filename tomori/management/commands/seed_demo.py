@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.conf import settings
@@ -35,8 +36,13 @@ class Command(BaseCommand):
         except (OSError, ValueError) as exc:
             raise CommandError(f"--scenario {scenario!r}: {exc}") from exc
         counts = seed_world(world)
+        if not any(counts.values()):
+            self.stdout.write(
+                f"demo data for scenario {scenario!r} is already there: nothing to add"
+            )
+            return
         summary = ", ".join(f"{name} {count}" for name, count in counts.items())
-        self.stdout.write(f"demo data for scenario {scenario!r}: {summary}")
+        self.stdout.write(f"demo data for scenario {scenario!r} added: {summary}")
 
     def _demo_user(self) -> None:
         if not settings.DEBUG:
@@ -53,6 +59,6 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.WARNING(
                 f"demo admin (development only): {DEMO_USERNAME} / {DEMO_PASSWORD} "
-                "at http://127.0.0.1:8000/admin/"
+                f"at http://127.0.0.1:{os.environ.get('TOMORI_ADMIN_PORT') or 8000}/admin/"
             )
         )

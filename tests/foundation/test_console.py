@@ -1,0 +1,52 @@
+"""A readable console: metric JSON lines go to their own file, seed_demo says what it did."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_metric_lines_go_to_their_file_and_not_the_console(tmp_path: Path) -> None:
+    target = tmp_path / "log" / "metrics.jsonl"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+        "METRICS_LOG_FILE": str(target),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "--no-imports",
+            "-c",
+            "import logging; from metrics.log import log_metric; "
+            "log_metric('probe', {'n': 1}); logging.getLogger('x').warning('plain line')",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"metric":"probe"' in target.read_text()
+    assert '"metric":"probe"' not in done.stderr
+    assert "plain line" in done.stderr
+
+
+@pytest.mark.django_db
+def test_a_second_seed_demo_says_the_data_is_already_there() -> None:
+    first, second = StringIO(), StringIO()
+    call_command("seed_demo", "--no-user", stdout=first)
+    call_command("seed_demo", "--no-user", stdout=second)
+    assert "added:" in first.getvalue()
+    assert "is already there: nothing to add" in second.getvalue()
