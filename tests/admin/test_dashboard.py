@@ -319,3 +319,34 @@ def test_dashboard_counts_entries_served_stale_after_a_failed_reload(
     stale = {layer.name: layer.stale_entries for layer in view.layers}
     assert stale["tomori_state"] == 1 and stale["user"] == 0
     assert 'class="num stale warn-text">1</td>' in response.content.decode()
+
+
+def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-untyped-def]
+    manager_client, settings
+) -> None:
+    settings.REDIS_URL = ""
+    context = WorkerContext(worker_id="turns")
+    snapshot = build_worker_snapshot(context=context, started_at=0.0)
+    snapshot["recent_turns"] = [
+        {
+            "at": 1.0,
+            "server_disc_id": 123,
+            "channel_disc_id": 456,
+            "persona": "Renamed Tomori",
+            "outcome": "ok",
+            "latency_ms": 0.25,
+            "missed": ["tomori_state"],
+            "stale": [],
+        }
+    ]
+    snapshot["consistency"] = {
+        "tomori_state": {"checked": 9, "inconsistent": 1, "ratio": 0.9, "nines": 1.0}
+    }
+    live.publish_snapshot("turns", snapshot)
+    try:
+        page = manager_client.get(reverse(DASHBOARD)).content.decode()
+    finally:
+        live.withdraw_snapshot("turns")
+    assert "Recent turns" in page and "Renamed Tomori" in page
+    assert "tomori_state" in page and "0.25 ms" in page
+    assert "Consistency" in page and "0.900000" in page
