@@ -169,6 +169,9 @@ LOGGING = {
     "loggers": {
         "discord": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # A 4xx is already the server's own request line (runserver, gunicorn's
+        # access log): django.request would repeat it. 5xx stay logged here.
+        "django.request": {"level": "ERROR"},
     },
 }
 if _knob_values["METRICS_LOG_FILE"]:
