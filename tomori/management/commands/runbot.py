@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tomori.bot.lock import ShardLockError
-from tomori.bot.worker import BotWorker, WorkerOptions
+from tomori.bot.worker import BotWorker, WorkerOptions, exit_if_blocked_in_database
 
 
 def _shard_ids(text: str) -> list[int]:
@@ -89,6 +89,8 @@ class Command(BaseCommand):
         finally:
             if admin is not None:
                 admin.stop()
+        # A thread blocked in a hung database would be joined at exit forever.
+        exit_if_blocked_in_database(code)
         if code:
             raise CommandError(f"worker exited with {code}")
 
