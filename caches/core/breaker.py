@@ -50,8 +50,8 @@ class CircuitBreaker:
         self._state = CLOSED
 
     def failed(self) -> None:
-        """Note a call that got no answer: refuse calls for `open_seconds`."""
-        if self._state != OPEN:
+        """Note a call that got no answer: refuse calls for `open_seconds` (a trip if closed)."""
+        if self._state == CLOSED:
             self.trips += 1
         self._state = OPEN
         self._until = self.clock() + self.open_seconds
