@@ -115,6 +115,7 @@ class BotWorker:
         self.admin_port: int | None = None
         self._lock = ShardLock(lock_names(options.shard_ids))
         self._running = _Running()
+        self._watchdog: threading.Timer | None = None
         self.ready = asyncio.Event()
 
     async def run(self) -> int:
@@ -401,7 +402,7 @@ class BotWorker:
         """Stop timers, close the gateway and bus, flush durable writes; return the exit code."""
         timeout = float(settings.WORKER_SHUTDOWN_TIMEOUT_SECONDS)
         deadline = asyncio.get_running_loop().time() + timeout
-        _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
+        self._watchdog = _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
         self.stop_event.set()
         await self._finish_turns()
         for cleanup in reversed(self._running.cleanups):
@@ -426,6 +427,11 @@ class BotWorker:
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
         return EXIT_UNFLUSHED if unstored else 0
+
+    def disarm_watchdog(self) -> None:
+        """Stop the shutdown watchdog (the process is about to exit by itself)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
 
 
 async def _flush_durable_memory(deadline: float) -> int:
@@ -462,8 +468,8 @@ async def _flush_durable_memory(deadline: float) -> int:
     return left
 
 
-def _arm_watchdog(seconds: float) -> None:
-    """End the process `seconds` from now if it is still alive (shutdown hangs)."""
+def _arm_watchdog(seconds: float) -> threading.Timer:
+    """End the process `seconds` from now unless disarmed (shutdown or exit hangs)."""
 
     def expire() -> None:
         logger.error("shutdown still running after %.1f s: exiting now", seconds)
@@ -473,6 +479,7 @@ def _arm_watchdog(seconds: float) -> None:
     timer.daemon = True
     timer.name = "shutdown-watchdog"
     timer.start()
+    return timer
 
 
 def exit_if_blocked_in_database(code: int) -> None:

@@ -82,8 +82,9 @@ class Command(BaseCommand):
         admin = self._start_admin(options)
         worker_options_note = "simulated Discord" if options.simulate else "Discord"
         self.stdout.write(f"runbot: connecting to {worker_options_note}")
+        worker = BotWorker(options)
         try:
-            code = asyncio.run(BotWorker(options).run())
+            code = asyncio.run(worker.run())
         except ShardLockError as exc:
             raise CommandError(str(exc)) from exc
         finally:
@@ -91,6 +92,7 @@ class Command(BaseCommand):
                 admin.stop()
         # A thread blocked in a hung database would be joined at exit forever.
         exit_if_blocked_in_database(code)
+        worker.disarm_watchdog()
         if code:
             raise CommandError(f"worker exited with {code}")
 
