@@ -80,6 +80,7 @@ O = "OpenRouter catalogs"  # noqa: E741
 V = "libvips (native image memory)"
 D = "Discord worker and sweepers"
 B = "Invalidation delivery"
+W = "Database waits and durable writes"
 
 KNOBS: tuple[Knob, ...] = (
     # Cache layers: TTLs (spec "Recommended Env Knobs") and caps (ours).
@@ -289,6 +290,85 @@ KNOBS: tuple[Knob, ...] = (
         M,
         minimum=1,
         maximum=3650,
+    ),
+    # Database waits and durable writes (issue 13, parts 3 and 4).
+    Knob(
+        "DB_CONNECT_TIMEOUT_SECONDS",
+        "int",
+        5,
+        "PostgreSQL connect_timeout: how long opening a connection may take.",
+        W,
+        minimum=1,
+        maximum=600,
+    ),
+    Knob(
+        "DB_STATEMENT_TIMEOUT_MS",
+        "int",
+        15_000,
+        "PostgreSQL statement_timeout of every session (0: none); the server "
+        "cancels a longer statement.",
+        W,
+        minimum=0,
+        maximum=86_400_000,
+    ),
+    Knob(
+        "SQLITE_BUSY_TIMEOUT_SECONDS",
+        "float",
+        20.0,
+        "SQLite busy timeout: how long a write waits for another's lock.",
+        W,
+        minimum=0,
+        maximum=600,
+    ),
+    Knob(
+        "DB_CALL_TIMEOUT_SECONDS",
+        "float",
+        3.0,
+        "Deadline of each database call the bot worker makes from its event "
+        "loop (queueing included); bounds a turn when the database hangs.",
+        W,
+        minimum=0.05,
+        maximum=600,
+    ),
+    Knob(
+        "DB_BREAKER_OPEN_SECONDS",
+        "float",
+        2.0,
+        "After a call has had no answer for DB_CALL_TIMEOUT_SECONDS, further "
+        "calls fail at once for this long, then one probes the database.",
+        W,
+        minimum=0.01,
+        maximum=600,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_PENDING_WRITES_MAX",
+        "int",
+        100_000,
+        "Cap on short-term memory's durable writes kept (one per key, newest "
+        "wins) while the database refuses them; past it the oldest is dropped "
+        "and logged.",
+        W,
+        minimum=1,
+        maximum=10_000_000,
+    ),
+    Knob(
+        "SHORT_TERM_MEMORY_RETRY_MAX_SECONDS",
+        "float",
+        5.0,
+        "A failed durable batch is retried after 0.25 s, doubling up to this.",
+        W,
+        minimum=0.01,
+        maximum=600,
+    ),
+    Knob(
+        "WORKER_SHUTDOWN_TIMEOUT_SECONDS",
+        "float",
+        15.0,
+        "SIGTERM: the worker retries its durable writes until this long after "
+        "the signal, then exits (1 and a count if some were not written).",
+        W,
+        minimum=1,
+        maximum=600,
     ),
     # Persona sprites.
     Knob(

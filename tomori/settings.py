@@ -93,7 +93,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"].setdefault(
         "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
-    DATABASES["default"]["OPTIONS"].setdefault("timeout", 20)
     # Deferred transactions that read then write fail at once with "database
     # is locked" while the bot writes; IMMEDIATE takes the write lock up front
     # and waits up to `timeout` for it instead.
@@ -156,6 +155,22 @@ if _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] is None:
         "TOMORI_STATE_CACHE_TTL_MINUTES"
     ]
 globals().update(_knob_values)
+
+
+def _bound_database_waits(db: dict, knobs: dict) -> None:  # type: ignore[type-arg]
+    """Give every connection a connect, statement or busy timeout (unless set in the URL)."""
+    options = db.setdefault("OPTIONS", {})
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        options.setdefault("timeout", knobs["SQLITE_BUSY_TIMEOUT_SECONDS"])
+    elif db["ENGINE"] == "django.db.backends.postgresql":
+        options.setdefault("connect_timeout", knobs["DB_CONNECT_TIMEOUT_SECONDS"])
+        given = options.get("options", "")
+        if "statement_timeout" not in given:
+            bound = f"-c statement_timeout={knobs['DB_STATEMENT_TIMEOUT_MS']}"
+            options["options"] = f"{given} {bound}".strip()
+
+
+_bound_database_waits(DATABASES["default"], _knob_values)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

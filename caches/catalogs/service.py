@@ -14,7 +14,6 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
@@ -22,6 +21,7 @@ from caches.catalogs.catalog_set import CatalogSet
 from caches.catalogs.endpoints import CATALOG_NAMES
 from caches.catalogs.refresher import OnRefreshed
 from caches.invalidation import Event, record
+from caches.layers._support import run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.repositories.catalogs import (
     catalog_snapshot_times,
@@ -64,7 +64,7 @@ async def load_stored_snapshots(
 ) -> dict[str, bool]:
     """Swap in the stored snapshots newer than what serves; a database error loads nothing."""
     try:
-        stored = await sync_to_async(load_catalog_snapshots)(names)
+        stored = await run_db(load_catalog_snapshots, names)
     except Exception as exc:  # noqa: BLE001 (a worker must start even with the DB down)
         logger.warning("could not load stored catalog snapshots: %s", exc)
         return {}
@@ -123,9 +123,7 @@ def _start_reload(
 async def store_snapshot(name: str, models: list[Any]) -> None:
     """Store a worker's own successful fetch (an `on_refreshed` callback). Never raises."""
     try:
-        await sync_to_async(save_catalog_snapshot)(
-            name, models, fetched_at=datetime.now(UTC)
-        )
+        await run_db(save_catalog_snapshot, name, models, fetched_at=datetime.now(UTC))
     except Exception as exc:  # noqa: BLE001
         logger.warning("could not store the %s catalog snapshot: %s", name, exc)
 

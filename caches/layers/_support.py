@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
+from caches.layers._database import database_calls
 from caches.turn_notes import note_miss
 
 P = ParamSpec("P")
@@ -54,8 +54,13 @@ def unwrapped(result: Any) -> Any:
 
 
 async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a sync repository function in Django's database thread."""
-    return await sync_to_async(fn)(*args, **kwargs)
+    """Run a sync repository function in Django's database thread, within a deadline.
+
+    Raises `DatabaseUnavailable` (a `TimeoutError` and a `django.db.Error`)
+    when no answer comes within DB_CALL_TIMEOUT_SECONDS, or at once while the
+    breaker refuses calls to a hung database (see caches/layers/_database.py).
+    """
+    return await database_calls().run(fn, *args, **kwargs)
 
 
 def parse_int(text: str) -> int:

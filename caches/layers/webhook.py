@@ -33,10 +33,10 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from caches.core import BoundedTTLCache, DoNotCache
+from caches.layers._support import run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.crypto import (
     EncryptedSecret,
@@ -239,7 +239,7 @@ async def _rehydrate(channel_disc_id: int) -> tuple[WebhookHandle | None, _Row]:
     """Return the stored webhook of a channel and what reading its row gave."""
     if not crypto_configured():
         return None, _Row.ABSENT
-    stored = await sync_to_async(repo.get_managed_webhook)(channel_disc_id)
+    stored = await run_db(repo.get_managed_webhook, channel_disc_id)
     if stored is None:
         return None, _Row.ABSENT
     encrypted = EncryptedSecret(stored.token_ciphertext, stored.key_version)
@@ -263,8 +263,11 @@ async def _rehydrate(channel_disc_id: int) -> tuple[WebhookHandle | None, _Row]:
 
 async def _rotate(stored: repo.StoredWebhook, token: SecretToken, context: str) -> None:
     rotated = encrypt_secret(token, context=context)
-    await sync_to_async(repo.replace_webhook_ciphertext)(
-        stored, token_ciphertext=rotated.ciphertext, key_version=rotated.key_version
+    await run_db(
+        repo.replace_webhook_ciphertext,
+        stored,
+        token_ciphertext=rotated.ciphertext,
+        key_version=rotated.key_version,
     )
     logger.info(
         "re-encrypted webhook %s from key v%d to v%d",
@@ -284,7 +287,8 @@ async def _persist(handle: WebhookHandle, server_id: int | None) -> None:
     context = _token_context(handle.webhook_disc_id, handle.channel_disc_id)
     encrypted = encrypt_secret(handle.token, context=context)
     try:
-        await sync_to_async(repo.save_managed_webhook)(
+        await run_db(
+            repo.save_managed_webhook,
             channel_disc_id=handle.channel_disc_id,
             webhook_disc_id=handle.webhook_disc_id,
             token_ciphertext=encrypted.ciphertext,
@@ -342,8 +346,8 @@ async def discard_channel_webhook(
     channel_disc_id: int, *, webhook_disc_id: int | None = None
 ) -> None:
     """Forget a webhook Discord says is gone (row and cache), so the next send re-resolves."""
-    await sync_to_async(repo.delete_managed_webhook)(
-        channel_disc_id, webhook_disc_id=webhook_disc_id
+    await run_db(
+        repo.delete_managed_webhook, channel_disc_id, webhook_disc_id=webhook_disc_id
     )
     invalidate_webhook_cache(channel_disc_id)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import OperationalError
 from django.utils import timezone
 
 from caches.layers import short_term_memory as stm
@@ -17,9 +19,11 @@ from caches.layers.short_term_memory import (
     server_short_term_memory_key,
     user_short_term_memory_key,
 )
+from caches.layers.short_term_memory.durable import DurableWriter
 from tests.layers2.stm_helpers import db, durable_rows, message, remember
 from tomori.models import ShortTermMemoryRecord
 from tomori.repositories import memory as repo
+from tomori.repositories.memory import DeleteWhere
 from tomori.tasks import purge_short_term_memory
 
 USER, SERVER, CHANNEL = 101, 201, 301
@@ -50,21 +54,16 @@ def _gated(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[asyncio.Event, .
     """
     entered, release = asyncio.Event(), asyncio.Event()
     target = getattr(repo, name)
+    real_run_db = hydration.run_db
 
-    def gated_sync_to_async(fn):
-        wrapped = sync_to_async(fn)
-        if fn is not target:
-            return wrapped
-
-        async def run(*args, **kwargs):
-            result = await wrapped(*args, **kwargs)
+    async def gated_run_db(fn, *args, **kwargs):
+        result = await real_run_db(fn, *args, **kwargs)
+        if fn is target:
             entered.set()
             await release.wait()
-            return result
+        return result
 
-        return run
-
-    monkeypatch.setattr(hydration, "sync_to_async", gated_sync_to_async)
+    monkeypatch.setattr(hydration, "run_db", gated_run_db)
     return entered, release
 
 
@@ -117,20 +116,103 @@ async def test_durable_writes_coalesce_and_flush(stm_store) -> None:
 
 
 @db
-async def test_a_failed_durable_write_is_logged_not_raised(
-    stm_store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+async def test_a_failed_durable_batch_is_kept_and_retried_until_stored(
+    stm_store,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    settings,
 ) -> None:
-    def broken(writes):
-        raise RuntimeError("INSERT ... VALUES ('secret summary')")
+    settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS = 0.01
+    real, attempts = stm_store.writer._apply, []
+    failures = stm_store.writer.failures  # the process's store: count from here
 
-    monkeypatch.setattr(stm_store.writer, "_apply", broken)
-    failures = stm_store.writer.failures  # the process store's, since it started
+    def fails_twice(writes):
+        attempts.append(len(writes))
+        if len(attempts) <= 2:
+            raise RuntimeError("INSERT ... VALUES ('secret summary')")
+        real(writes)
+
+    monkeypatch.setattr(stm_store.writer, "_apply", fails_twice)
+    await remember(USER, SERVER, CHANNEL, "turn")
     await _summarize("secret summary")
-    await stm.flush_pending_writes()
-    assert stm_store.writer.failures == failures + 1
-    assert "dropped 2 durable writes (RuntimeError)" in caplog.text
+    await asyncio.wait_for(stm.flush_pending_writes(), 10)
+    assert stm_store.writer.failures - failures == 2
+    assert stm_store.writer.pending_count() == 0
+    assert "kept 2 durable writes after a failed batch (RuntimeError" in caplog.text
     assert "secret summary" not in caplog.text
-    assert (await stm.get_short_term_memory_for_user_channel(USER, CHANNEL)).summary
+    rows = await durable_rows()
+    assert [(r.summary, r.turn_count) for r in rows] == [("secret summary", 1)] * 2
+
+
+class _Refusing:
+    """A database call that fails until `accept` is set; records what it was given."""
+
+    def __init__(self) -> None:
+        self.accept = False
+        self.applied: list[list[object]] = []
+
+    async def __call__(self, apply, writes) -> None:
+        if not self.accept:
+            raise OperationalError("connection refused")
+        self.applied.append(list(writes))
+
+
+def _row(key: str, turns: int) -> repo.DurableMemory:
+    record = _record(key, timezone.now(), "")
+    return dataclasses.replace(record, turn_count=turns)
+
+
+async def _until(predicate, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met"
+        await asyncio.sleep(0.005)
+
+
+async def test_kept_writes_coalesce_per_key_newest_wins_under_a_cap(
+    caplog: pytest.LogCaptureFixture, settings
+) -> None:
+    settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS = 0.01
+    database = _Refusing()
+    writer = DurableWriter(lambda writes: None, max_pending=3, call=database)
+    for turns in (1, 2, 3):  # one key written three times while refused
+        writer.submit(_row("shortterm:user:1:1", turns), turns=1)
+        await _until(lambda n=turns: writer.failures >= n)
+    assert writer.pending_count() == 1 and writer.turns_behind() == 3
+    for channel in (2, 3, 4, 5):
+        writer.submit(_row(f"shortterm:user:1:{channel}", 1), turns=1)
+    await _until(lambda: writer.failures >= 5 and not writer._in_flight)
+    assert writer.pending_count() == 3 and writer.dropped == 2
+    assert "over 3 durable writes waiting for the database" in caplog.text
+    database.accept = True
+    await asyncio.wait_for(writer.flush(), 5)
+    written = [(w.cache_key, w.turn_count) for batch in database.applied for w in batch]
+    assert written == [
+        ("shortterm:user:1:3", 1),
+        ("shortterm:user:1:4", 1),
+        ("shortterm:user:1:5", 1),
+    ]
+    assert writer.pending_count() == 0 and writer.turns_behind() == 0
+
+
+async def test_a_newer_write_queued_during_a_failed_batch_wins_over_its_retry(
+    settings,
+) -> None:
+    settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS = 0.01
+    database = _Refusing()
+    writer = DurableWriter(lambda writes: None, call=database)
+    writer.submit(_row("shortterm:user:1:1", 1), turns=1)
+    writer.submit(DeleteWhere(channel_disc_id=9), turns=0)
+    await _until(lambda: writer.failures >= 1)
+    writer.submit(_row("shortterm:user:1:1", 2), turns=1)  # after the batch failed
+    database.accept = True
+    await asyncio.wait_for(writer.flush(), 5)
+    written = [w for batch in database.applied for w in batch]
+    assert written[0] == DeleteWhere(channel_disc_id=9)
+    assert [(w.cache_key, w.turn_count) for w in written[1:]] == [
+        ("shortterm:user:1:1", 2)
+    ]
+    assert writer.turns_behind() == 0
 
 
 @db

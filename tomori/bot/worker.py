@@ -11,8 +11,12 @@ Start-up order (settings were validated by the command's system checks):
 5. log in (to Discord, or to the built-in simulated Discord).
 Before all that it takes the shard lock and keeps renewing it (tomori/bot/lock/);
 a lock that may no longer be ours stops the worker with exit code 1.
-SIGTERM/SIGINT stops the timers, closes the gateway and the bus, flushes the
-pending durable short-term-memory writes and exits 0.
+SIGTERM/SIGINT stops the timers, closes the gateway and the bus, and retries
+the pending durable short-term-memory writes until WORKER_SHUTDOWN_TIMEOUT_SECONDS
+after the signal: exit 0 when all are stored, else 1 with a log line counting
+what was not. A watchdog ends the process soon after that deadline whatever
+still runs, and threads blocked in a hung database never hold it
+(`exit_if_blocked_in_database`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import logging
 import os
 import signal
 import socket
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ from caches.catalogs.service import (
 from caches.consistency import ConsistencyWatcher
 from caches.db_outage import check_database
 from caches.emergency import install_emergency_handler
+from caches.layers._database import database_calls
 from caches.media import apply_libvips_settings
 from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
 from caches.operations.snapshot import build_worker_snapshot
@@ -74,6 +81,14 @@ def traffic_line(window: dict[str, Any], hits: int, misses: int) -> str:
         f"{window['turns']} turn(s) in the last minute ({outcomes or 'none'}); "
         f"latency {latency}; cache hit rate {rate}"
     )
+
+
+#: Exit code when durable writes could not be stored before the deadline.
+EXIT_UNFLUSHED = 1
+#: The steps after the durable flush get this long before the deadline.
+SHUTDOWN_MARGIN_SECONDS = 1.0
+#: The watchdog ends the process this long after the shutdown deadline.
+WATCHDOG_GRACE_SECONDS = 3.0
 
 
 @dataclass
@@ -134,6 +149,7 @@ class BotWorker:
         self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
         self.exit_reason = ""  # why run() returned non-zero
         self._running = _Running()
+        self._watchdog: threading.Timer | None = None
         self.ready = asyncio.Event()
 
     async def run(self, *, on_locked: Callable[[], object] | None = None) -> int:
@@ -147,6 +163,7 @@ class BotWorker:
             wait=self.options.wait_for_lock, stop=self.stop_event
         ):
             return 0  # stopped while waiting for the lock
+        code = EXIT_UNFLUSHED
         try:
             self._spawn(self._keep_lock(), "shard-lock")
             if on_locked is not None:
@@ -154,8 +171,8 @@ class BotWorker:
             await self.start()
             await self._wait_until_done()
         finally:
-            await self.shutdown()
-        return 1 if self.exit_reason else 0
+            code = await self.shutdown()
+        return 1 if self.exit_reason else code
 
     def stop(self) -> None:
         """Ask the worker to shut down."""
@@ -484,10 +501,11 @@ class BotWorker:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
 
-    async def shutdown(self) -> None:
-        """Stop timers, close the gateway and bus, flush durable writes, release the lock."""
-        from caches.layers.short_term_memory import flush_pending_writes
-
+    async def shutdown(self) -> int:
+        """Stop timers, close the gateway and bus, flush durable writes; return the exit code."""
+        timeout = float(settings.WORKER_SHUTDOWN_TIMEOUT_SECONDS)
+        deadline = asyncio.get_running_loop().time() + timeout
+        self._watchdog = _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
         self.stop_event.set()
         await self._finish_turns()
         for cleanup in reversed(self._running.cleanups):
@@ -500,10 +518,7 @@ class BotWorker:
         for task in self._running.tasks:
             task.cancel()
         await asyncio.gather(*self._running.tasks, return_exceptions=True)
-        try:
-            await asyncio.wait_for(flush_pending_writes(), 10)
-        except Exception:  # noqa: BLE001
-            logger.exception("could not flush pending short-term memory writes")
+        unstored = await _flush_durable_memory(deadline)
         set_current_guard(None)
         live.withdraw_snapshot(self.worker_id)
         if self.pipeline is not None:
@@ -515,3 +530,77 @@ class BotWorker:
         logger.info("consistency checks: %s", json.dumps(self.consistency.summary()))
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
+        return EXIT_UNFLUSHED if unstored else 0
+
+    def disarm_watchdog(self) -> None:
+        """Stop the shutdown watchdog (the process is about to exit by itself)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+
+async def _flush_durable_memory(deadline: float) -> int:
+    """Retry the durable short-term memory writes until `deadline`; return how many are left."""
+    from caches.layers.short_term_memory import short_term_memory_store
+
+    store = short_term_memory_store()
+    writer = store.writer
+    loop = asyncio.get_running_loop()
+    budget = max(0.5, deadline - loop.time() - SHUTDOWN_MARGIN_SECONDS)
+    try:
+        await asyncio.wait_for(writer.flush(), budget)
+    except TimeoutError:
+        pass
+    except Exception:  # noqa: BLE001 (count what is left, exit anyway)
+        logger.exception("flushing short-term memory writes failed")
+    left, behind = writer.pending_count(), writer.turns_behind()
+    keys, turns = store.memory_totals()
+    if left:
+        logger.error(
+            "short-term memory: %d durable writes (keys) not stored at shutdown, "
+            "%d turns behind; the database did not take them within %.1f s",
+            left,
+            behind,
+            budget,
+        )
+    else:
+        logger.info(
+            "short-term memory: every durable write is stored "
+            "(%d keys holding %d turns in memory)",
+            keys,
+            turns,
+        )
+    return left
+
+
+def _arm_watchdog(seconds: float) -> threading.Timer:
+    """End the process `seconds` from now unless disarmed (shutdown or exit hangs)."""
+
+    def expire() -> None:
+        logger.error("shutdown still running after %.1f s: exiting now", seconds)
+        _exit_now(EXIT_UNFLUSHED)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.name = "shutdown-watchdog"
+    timer.start()
+    return timer
+
+
+def exit_if_blocked_in_database(code: int) -> None:
+    """Exit with `code` now if a database call still runs (its thread would hold exit)."""
+    blocked = database_calls().stuck_calls(older_than=0.0)
+    if blocked:
+        logger.warning(
+            "%d database call(s) still blocked: exiting without waiting for them",
+            blocked,
+        )
+        _exit_now(code)
+
+
+def _exit_now(code: int) -> None:
+    """Flush the logs and standard streams, then end the process without joining threads."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

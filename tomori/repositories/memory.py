@@ -7,7 +7,7 @@ and applies them here in ordered batches, one transaction per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -132,20 +132,32 @@ def list_memory_records_for_user(
 
 
 def apply_memory_writes(writes: Sequence[MemoryWrite]) -> None:
-    """Apply upserts and deletes in order, in one transaction."""
+    """Apply upserts and deletes in order, in one transaction.
+
+    Each run of upserts is one INSERT .. ON CONFLICT statement and each run of
+    key deletes one DELETE, so a batch of coalesced writes costs a statement
+    or two, not one per key.
+    """
     with transaction.atomic():
-        batch: list[DurableMemory] = []
+        upserts: list[DurableMemory] = []
+        keys: list[str] = []
         for write in writes:
             if isinstance(write, DurableMemory):
-                batch.append(write)
-                continue
-            _upsert(batch)
-            batch = []
-            _delete(write)
-        _upsert(batch)
+                _delete_keys(keys)
+                upserts.append(write)
+            elif isinstance(write, DeleteKeys):
+                _upsert(upserts)
+                keys.extend(write.cache_keys)
+            else:
+                _upsert(upserts)
+                _delete_keys(keys)
+                ShortTermMemoryRecord.objects.filter(write.as_q()).delete()
+        _upsert(upserts)
+        _delete_keys(keys)
 
 
-def _upsert(records: Iterable[DurableMemory]) -> None:
+def _upsert(records: list[DurableMemory]) -> None:
+    """Write and empty `records` (one statement)."""
     rows = [
         ShortTermMemoryRecord(
             cache_key=r.cache_key,
@@ -162,6 +174,7 @@ def _upsert(records: Iterable[DurableMemory]) -> None:
         )
         for r in records
     ]
+    records.clear()
     if rows:
         ShortTermMemoryRecord.objects.bulk_create(
             rows,
@@ -171,11 +184,11 @@ def _upsert(records: Iterable[DurableMemory]) -> None:
         )
 
 
-def _delete(write: DeleteKeys | DeleteWhere) -> None:
-    if isinstance(write, DeleteKeys):
-        ShortTermMemoryRecord.objects.filter(cache_key__in=write.cache_keys).delete()
-    else:
-        ShortTermMemoryRecord.objects.filter(write.as_q()).delete()
+def _delete_keys(keys: list[str]) -> None:
+    """Delete and empty the rows of `keys` (one statement)."""
+    if keys:
+        ShortTermMemoryRecord.objects.filter(cache_key__in=keys).delete()
+        keys.clear()
 
 
 def purge_memory_records(*, older_than: datetime) -> int:

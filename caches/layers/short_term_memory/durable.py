@@ -1,22 +1,27 @@
-"""Queued, ordered, coalescing writes of short-term memory's durable fields.
+"""Queued, ordered, coalescing writes of short-term memory's durable fields, kept until stored.
 
 The cache is written first and answers at once; the table is written after,
 from a background task, so a reply never waits on the database. Writes are
 kept in submission order (a clear followed by a new summary lands as a delete
 then an upsert) and coalesce per key: a key written five times while a batch
 is in flight is written once, with its latest value. Each batch is applied in
-one transaction. A failed batch is logged and dropped: the cache still holds
-the state, and the next write of a key carries its full durable value.
+one transaction. A failed batch is kept: its writes go back to the front of
+the queue (a newer queued write of a key still wins) and are retried with
+exponential back-off until the database takes them. The queue holds one
+write per key; past its cap the oldest write is dropped, and logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 
-from asgiref.sync import sync_to_async
+from django.conf import settings
 
+from caches.layers._support import run_db
 from tomori.repositories.memory import (
     DeleteKeys,
     DeleteWhere,
@@ -27,6 +32,19 @@ from tomori.repositories.memory import (
 logger = logging.getLogger(__name__)
 
 Apply = Callable[[Sequence[MemoryWrite]], None]
+Call = Callable[[Apply, Sequence[MemoryWrite]], Awaitable[None]]
+
+#: Writes per transaction: a batch after a long outage stays well within the
+#: database call deadline instead of timing out forever.
+BATCH_MAX = 2000
+#: The first retry of a failed batch; each further one doubles, up to
+#: SHORT_TERM_MEMORY_RETRY_MAX_SECONDS.
+RETRY_FIRST_SECONDS = 0.25
+#: While a flush waits (shutdown), retry at least this often.
+FLUSH_RETRY_SECONDS = 0.25
+
+# (slot, write, turns it carries that the table lacks)
+_Queued = tuple[Hashable, MemoryWrite, int]
 
 
 def where_matches(where: DeleteWhere, record: DurableMemory) -> bool:
@@ -50,100 +68,194 @@ def _slot(write: MemoryWrite) -> Hashable:
     return write
 
 
-class DurableWriter:
-    """An ordered write-behind queue with per-key coalescing."""
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
-    def __init__(self, apply: Apply) -> None:
+
+class DurableWriter:
+    """An ordered write-behind queue with per-key coalescing and retries."""
+
+    def __init__(
+        self, apply: Apply, *, max_pending: int = 100_000, call: Call | None = None
+    ) -> None:
         self._apply = apply
+        self._call: Call = call or run_db
+        self.max_pending = max_pending
         self._pending: dict[Hashable, MemoryWrite] = {}
-        self._in_flight: list[MemoryWrite] = []
+        self._turns: dict[Hashable, int] = {}
+        self._in_flight: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._hurry = False
+        self._failing = 0  # consecutive failed attempts
         self.batches = 0
         self.writes = 0
         self.failures = 0
+        self.dropped = 0
 
     def pending_count(self) -> int:
         """Return how many writes wait (queued or in the running batch)."""
         return len(self._pending) + len(self._in_flight)
 
-    def submit(self, write: MemoryWrite) -> None:
-        """Queue `write` after every earlier one, replacing a queued write of its key."""
+    def turns_behind(self) -> int:
+        """Return the turns the waiting writes carry that the table lacks (summed per key)."""
+        return sum(self._turns.values()) + sum(n for _, _, n in self._in_flight)
+
+    def submit(self, write: MemoryWrite, *, turns: int = 0) -> None:
+        """Queue `write` after every earlier one, replacing a queued write of its key.
+
+        `turns` is how many turns the write adds to its key (a stored turn: 1).
+        """
         slot = _slot(write)
         self._pending.pop(slot, None)  # re-inserting moves it to the end
+        carried = self._turns.pop(slot, 0)
         if isinstance(write, DeleteWhere):
             self._drop_pending_upserts(write)
         self._pending[slot] = write
+        if isinstance(write, DurableMemory) and carried + turns:
+            self._turns[slot] = carried + turns
+        self._enforce_cap()
         self._start()
 
     def _drop_pending_upserts(self, where: DeleteWhere) -> None:
         for slot, queued in list(self._pending.items()):
             if isinstance(queued, DurableMemory) and where_matches(where, queued):
                 del self._pending[slot]
+                self._turns.pop(slot, None)
+
+    def _enforce_cap(self) -> None:
+        while len(self._pending) > self.max_pending:
+            slot = next(iter(self._pending))
+            del self._pending[slot]
+            self._turns.pop(slot, None)
+            self.dropped += 1
+            if _is_power_of_two(self.dropped):
+                logger.error(
+                    "short-term memory: over %d durable writes waiting for the "
+                    "database; dropped the oldest (%d dropped so far)",
+                    self.max_pending,
+                    self.dropped,
+                )
 
     def _start(self) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             # Sync caller (a script, the shell): nothing to overlap with.
-            self._apply_batch_now()
+            self._apply_now()
             return
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             self._task = loop.create_task(self._drain(), name="stm-durable-writes")
 
-    def _take_batch(self) -> list[MemoryWrite]:
-        batch = list(self._pending.values())
-        self._pending.clear()
+    def _take_batch(self) -> list[_Queued]:
+        slots = list(itertools.islice(self._pending, BATCH_MAX))
+        batch = [(s, self._pending.pop(s), self._turns.pop(s, 0)) for s in slots]
         self._in_flight = batch
         return batch
 
-    def _apply_batch_now(self) -> None:
-        batch = self._take_batch()
-        try:
-            self._run(batch)
-        finally:
-            self._in_flight = []
+    def _requeue(self, batch: list[_Queued]) -> None:
+        """Put a failed batch back in front of the queue; newer writes of a key win."""
+        kept: dict[Hashable, MemoryWrite] = {}
+        for slot, write, turns in batch:
+            newer = self._pending.get(slot)
+            if newer is None:
+                kept[slot] = write
+            if turns and isinstance(newer or write, DurableMemory):
+                self._turns[slot] = self._turns.get(slot, 0) + turns
+        kept.update(self._pending)
+        self._pending = kept
+        self._in_flight = []
+        self._enforce_cap()
 
-    async def _drain(self) -> None:
+    def _apply_now(self) -> None:
         while self._pending:
             batch = self._take_batch()
             try:
-                await sync_to_async(self._run)(batch)
-            finally:
-                self._in_flight = []
+                self._apply([write for _, write, _ in batch])
+            except Exception as error:
+                self._requeue(batch)
+                self._failed(len(batch), error)
+                return  # kept: the next write tries again
+            self._succeeded(batch)
 
-    def _run(self, batch: list[MemoryWrite]) -> None:
-        try:
-            self._apply(batch)
-        except Exception as error:
-            # Only the type: the message may quote SQL with summaries in it.
-            self.failures += 1
-            logger.warning(
-                "short-term memory: dropped %d durable writes (%s)",
-                len(batch),
-                type(error).__name__,
-            )
-            return
+    async def _drain(self) -> None:
+        self._wake = asyncio.Event()
+        while self._pending:
+            batch = self._take_batch()
+            try:
+                await self._call(self._apply, [write for _, write, _ in batch])
+            except asyncio.CancelledError:
+                self._requeue(batch)
+                raise
+            except Exception as error:
+                self._requeue(batch)
+                self._failed(len(batch), error)
+                await self._back_off()
+                continue
+            self._succeeded(batch)
+
+    def _succeeded(self, batch: list[_Queued]) -> None:
+        self._in_flight = []
         self.batches += 1
         self.writes += len(batch)
+        if self._failing:
+            logger.warning(
+                "short-term memory: the table took the kept durable writes after "
+                "%d failed attempts (%d still waiting)",
+                self._failing,
+                len(self._pending),
+            )
+        self._failing = 0
+
+    def _failed(self, count: int, error: Exception) -> None:
+        self.failures += 1
+        self._failing += 1
+        if _is_power_of_two(self._failing):
+            # Only the type: the message may quote SQL with summaries in it.
+            logger.warning(
+                "short-term memory: kept %d durable writes after a failed batch "
+                "(%s, attempt %d); retrying",
+                count,
+                type(error).__name__,
+                self._failing,
+            )
+
+    async def _back_off(self) -> None:
+        ceiling = float(settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS)
+        delay = min(ceiling, RETRY_FIRST_SECONDS * 2 ** min(self._failing - 1, 30))
+        if self._hurry:
+            delay = min(delay, FLUSH_RETRY_SECONDS)
+        wake = self._wake
+        assert wake is not None
+        wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), delay)
 
     async def flush(self) -> None:
-        """Wait until every queued write has been applied (worker shutdown)."""
+        """Wait until every queued write is stored, retrying failed ones (bound it by a timeout)."""
         loop = asyncio.get_running_loop()
-        while True:
-            task = self._task
-            if task is not None and task.get_loop() is not loop:
-                task = None  # left behind by a loop that is gone
-            if (task is None or task.done()) and self._pending:
-                self._start()
+        self._hurry = True
+        try:
+            while True:
                 task = self._task
-            if task is None or task.done():
-                return
-            await asyncio.shield(task)
+                if task is not None and task.get_loop() is not loop:
+                    task = None  # left behind by a loop that is gone
+                if (task is None or task.done()) and self._pending:
+                    self._start()
+                    task = self._task
+                if task is None or task.done():
+                    return
+                if self._wake is not None:
+                    self._wake.set()  # cut a long back-off short
+                await asyncio.shield(task)
+        finally:
+            self._hurry = False
 
     def overlay(self, key: str, record: DurableMemory | None) -> DurableMemory | None:
         """Return `record` (read from the table) as the queued writes will leave it."""
-        for write in (*self._in_flight, *self._pending.values()):
+        in_flight = [write for _, write, _ in self._in_flight]
+        for write in (*in_flight, *self._pending.values()):
             if isinstance(write, DurableMemory):
                 if write.cache_key == key:
                     record = write

@@ -15,11 +15,11 @@ import math
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
 from caches.core import MISSING, BoundedTTLCache
+from caches.layers._support import run_db
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
     ShortTermMemoryEntry,
@@ -152,8 +152,8 @@ class Hydrator:
     async def _load_key(self, key: object, flight: _Flight) -> None:
         assert isinstance(key, str)
         self.key_loads += 1
-        record = await sync_to_async(repo.get_memory_record)(
-            key, updated_since=self._window_start()
+        record = await run_db(
+            repo.get_memory_record, key, updated_since=self._window_start()
         )
         record = self._writer.overlay(key, record)
         if flight.stale:
@@ -200,9 +200,7 @@ class Hydrator:
                 if scope == USER
                 else repo.list_memory_records_for_server
             )
-            records = await sync_to_async(lister)(
-                owner, updated_since=self._window_start()
-            )
+            records = await run_db(lister, owner, updated_since=self._window_start())
             if flight.stale:
                 return  # a clear overlapped: the next listing loads again
             for record in records:

@@ -90,7 +90,10 @@ class ShortTermMemoryStore:
         self._loaded: BoundedTTLCache[Scope, bool] = BoundedTTLCache(
             "short_term_memory_scopes", maxsize=maxsize, ttl=crude_ttl()
         )
-        self.writer = DurableWriter(repo.apply_memory_writes)
+        self.writer = DurableWriter(
+            repo.apply_memory_writes,
+            max_pending=settings.SHORT_TERM_MEMORY_PENDING_WRITES_MAX,
+        )
         self.hydrator = Hydrator(self.cache, self.writer, self._put)
         self._index: dict[Scope, set[str]] = {}
         self._index_size = 0
@@ -118,11 +121,11 @@ class ShortTermMemoryStore:
                 self._index_size += 1
                 self._rebuild_index_if_bloated()
 
-    def _write(self, entry: ShortTermMemoryEntry) -> None:
+    def _write(self, entry: ShortTermMemoryEntry, *, turns: int = 0) -> None:
         """Cache `entry` (a live write wins over any hydration) and queue its row."""
         self.hydrator.touch(entry.key)
         self._put(entry)
-        self.writer.submit(entry.durable())
+        self.writer.submit(entry.durable(), turns=turns)
 
     def _current(self, key: str) -> ShortTermMemoryEntry | None:
         value = self.cache.peek(key)
@@ -167,7 +170,7 @@ class ShortTermMemoryStore:
             for base in bases
         ]
         for entry in written:
-            self._write(entry)
+            self._write(entry, turns=1)
         return written[0]
 
     async def update_summary(
@@ -289,6 +292,15 @@ class ShortTermMemoryStore:
                 self._index.setdefault((value.scope, value.owner), set()).add(key)
                 self._index_size += 1
 
+    def memory_totals(self) -> tuple[int, int]:
+        """Return (entries, turns) the cache holds (what the table should match)."""
+        entries = [
+            value
+            for _, value in self.cache.items()
+            if isinstance(value, ShortTermMemoryEntry)
+        ]
+        return len(entries), sum(entry.turn_count for entry in entries)
+
     # ------------------------------------------------------------ ManagedCache
 
     def __len__(self) -> int:
@@ -321,6 +333,7 @@ class ShortTermMemoryStore:
             "pending_writes": self.writer.pending_count(),
             "durable_batches": self.writer.batches,
             "durable_write_failures": self.writer.failures,
+            "durable_writes_dropped": self.writer.dropped,
             "key_hydrations": self.hydrator.key_loads,
             "scope_hydrations": self.hydrator.scope_loads,
         }

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
 from tomori.bot.lock import ShardLockError
-from tomori.bot.worker import BotWorker, WorkerOptions
+from tomori.bot.worker import BotWorker, WorkerOptions, exit_if_blocked_in_database
 
 
 def _shard_ids(text: str) -> list[int]:
@@ -102,6 +102,9 @@ class Command(BaseCommand):
         finally:
             for server in filter(None, admin):
                 server.stop()
+        # A thread blocked in a hung database would be joined at exit forever.
+        exit_if_blocked_in_database(code)
+        worker.disarm_watchdog()
         if code:
             raise CommandError(worker.exit_reason or f"worker exited with {code}")
 

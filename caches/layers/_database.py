@@ -1,0 +1,139 @@
+"""Database calls from the event loop: a deadline on each, a breaker while the database hangs.
+
+Django's async path runs every query in one database thread. A database that
+accepts connections but never answers (frozen, partitioned) blocks that
+thread in a read that neither `statement_timeout` (the server never sees the
+query) nor TCP (the kernel acknowledges) ends, and every later call queues
+behind it. So each call gets a deadline here (DB_CALL_TIMEOUT_SECONDS), and
+once a call has been running past it the breaker refuses calls for
+DB_BREAKER_OPEN_SECONDS, then lets one probe through: turns during a hang
+fail fast instead of each waiting out the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, OperationalError, connections
+
+from caches.core.breaker import CLOSED, CircuitBreaker
+from caches.core.clock import Clock
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class DatabaseUnavailable(OperationalError, TimeoutError):
+    """The database did not answer within the deadline, or is refused calls for now.
+
+    Both a builtin `TimeoutError` (the pipeline's "database unavailable") and
+    a `django.db.OperationalError` (what the layers' stale fallbacks catch).
+    """
+
+
+class DatabaseCalls:
+    """Sync database functions run in Django's database thread, each within a deadline."""
+
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+        self.breaker = CircuitBreaker(open_seconds=1.0, clock=clock)
+        # Thread id -> when the call that thread is running started
+        # (time.monotonic: deadlines are real time whatever the breaker's clock).
+        self._started: dict[int, float] = {}
+        self.timeouts = 0
+
+    def set_clock(self, clock: Clock) -> None:
+        """Time the breaker's open interval with `clock` (tests)."""
+        self.breaker.clock = clock
+
+    def stuck_calls(self, *, older_than: float) -> int:
+        """Return how many calls have been running in the database for `older_than` s."""
+        now = time.monotonic()
+        return sum(1 for t in list(self._started.values()) if now - t >= older_than)
+
+    async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Return `fn(*args, **kwargs)` run in the database thread; raise DatabaseUnavailable."""
+        breaker = self.breaker
+        breaker.open_seconds = float(settings.DB_BREAKER_OPEN_SECONDS)
+        if not breaker.allow():
+            raise DatabaseUnavailable("the database is not answering: call refused")
+        timeout = float(settings.DB_CALL_TIMEOUT_SECONDS)
+        try:
+            result = await asyncio.wait_for(
+                sync_to_async(self._tracked(fn))(*args, **kwargs), timeout
+            )
+        except TimeoutError:
+            self._timed_out(timeout)
+            raise DatabaseUnavailable(
+                f"no answer from the database within {timeout:g} s"
+            ) from None
+        except asyncio.CancelledError:
+            breaker.abandoned()
+            raise
+        except BaseException:
+            self._answered()  # an error is an answer too
+            raise
+        self._answered()
+        return result
+
+    def _tracked(self, fn: Callable[P, R]) -> Callable[P, R]:
+        started = self._started
+
+        def tracked(*args: P.args, **kwargs: P.kwargs) -> R:
+            ident = threading.get_ident()
+            started[ident] = time.monotonic()
+            try:
+                return fn(*args, **kwargs)
+            except DatabaseError:
+                _drop_broken_connections()
+                raise
+            finally:
+                started.pop(ident, None)
+
+        return tracked
+
+    def _timed_out(self, timeout: float) -> None:
+        self.timeouts += 1
+        if not self.stuck_calls(older_than=timeout):
+            # Queued behind busy (not hung) calls: no reason to refuse others.
+            self.breaker.abandoned()
+            return
+        if self.breaker.state == CLOSED:
+            logger.warning(
+                "database: a call has had no answer for %g s; refusing calls, "
+                "probing every %g s",
+                timeout,
+                self.breaker.open_seconds,
+            )
+        self.breaker.failed()
+
+    def _answered(self) -> None:
+        if self.breaker.state != CLOSED:
+            logger.warning(
+                "database: answering again (%d calls refused so far)",
+                self.breaker.refused,
+            )
+        self.breaker.succeeded()
+
+
+def _drop_broken_connections() -> None:
+    """Close this thread's connections that an error left unusable (they never reconnect)."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
+
+
+_calls = DatabaseCalls()
+
+
+def database_calls() -> DatabaseCalls:
+    """Return this process's database call guard (its breaker, its counters)."""
+    return _calls

@@ -1,0 +1,120 @@
+"""A hung or refusing PostgreSQL: bounded calls, a breaker, short-term memory kept and stored."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import Error as DjangoDatabaseError
+from django.db import connection
+
+from caches.core import FakeClock
+from caches.layers import short_term_memory as stm
+from caches.layers._database import DatabaseUnavailable, database_calls
+from caches.layers._support import run_db
+from tests.layers2.stm_helpers import message
+from tests.support.faults import TcpProxy
+from tomori.models import ShortTermMemoryRecord
+
+db = pytest.mark.django_db(transaction=True)
+
+
+def _select_one() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        return int(cursor.fetchone()[0])
+
+
+def _stored_turns() -> dict[str, int]:
+    return dict(ShortTermMemoryRecord.objects.values_list("cache_key", "turn_count"))
+
+
+async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Wait for `predicate()` on the loop (polling), failing after `timeout` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def _turn(user: int, channel: int) -> None:
+    await stm.store_short_term_memory(
+        user_disc_id=user,
+        channel_disc_id=channel,
+        server_disc_id=7,
+        messages=[message(f"hello from {user}")],
+    )
+
+
+@db
+async def test_a_hung_call_times_out_and_the_breaker_then_fails_fast(
+    db_through_proxy: TcpProxy, settings, fake_clock: FakeClock
+) -> None:
+    settings.DB_CALL_TIMEOUT_SECONDS = 0.3
+    settings.DB_BREAKER_OPEN_SECONDS = 5.0
+    calls = database_calls()
+    calls.set_clock(fake_clock)
+    assert await run_db(_select_one) == 1  # a connection through the proxy
+    db_through_proxy.freeze()
+    with pytest.raises(TimeoutError):
+        await run_db(_select_one)
+    assert calls.breaker.state == "open" and calls.stuck_calls(older_than=0.3) == 1
+    refused = calls.breaker.refused
+    with pytest.raises(DatabaseUnavailable) as caught:
+        await run_db(_select_one)  # refused without queueing behind the hung call
+    assert isinstance(caught.value, DjangoDatabaseError)  # the layers' fallbacks
+    assert calls.breaker.refused == refused + 1
+    fake_clock.advance(4.9)
+    with pytest.raises(DatabaseUnavailable):
+        await run_db(_select_one)
+    fake_clock.advance(0.1)
+    with pytest.raises(TimeoutError):  # the probe goes, and the database still hangs
+        await run_db(_select_one)
+    assert calls.breaker.state == "open"
+    fake_clock.advance(5.0)
+    db_through_proxy.forward()
+    assert await run_db(_select_one) == 1  # the probe is answered: closed again
+    assert calls.breaker.state == "closed" and calls.stuck_calls(older_than=0) == 0
+
+
+@db
+async def test_a_refused_connection_fails_at_once_and_reconnects_after(
+    db_through_proxy: TcpProxy,
+) -> None:
+    assert await run_db(_select_one) == 1
+    db_through_proxy.refuse()
+    with pytest.raises(DjangoDatabaseError):
+        await run_db(_select_one)
+    assert database_calls().breaker.state == "closed"  # an error is an answer
+    db_through_proxy.forward()
+    assert await run_db(_select_one) == 1  # the broken connection was dropped
+
+
+@db
+async def test_batches_refused_by_the_database_are_kept_until_it_is_back(
+    db_through_proxy: TcpProxy, settings
+) -> None:
+    settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS = 0.05
+    store = stm.short_term_memory_store()
+    users = range(1, 6)
+    for user in users:  # hydrated and stored while the database answers
+        await _turn(user, 70)
+    await asyncio.wait_for(store.writer.flush(), 10)
+    failures = store.writer.failures
+    db_through_proxy.refuse()
+    for _ in range(3):
+        for user in users:
+            await _turn(user, 70)  # cached keys: the turn needs no database
+    await _until(lambda: store.writer.failures >= failures + 2)
+    assert store.writer.pending_count() > 0
+    db_through_proxy.forward()
+    await asyncio.wait_for(store.writer.flush(), 10)
+    in_memory = {
+        key: entry.turn_count
+        for key, entry in store.cache.items()
+        if isinstance(entry, stm.ShortTermMemoryEntry)
+    }
+    assert in_memory[stm.user_short_term_memory_key(1, 70)] == 4
+    assert in_memory[stm.server_short_term_memory_key(7, 70)] == 20
+    assert await run_db(_stored_turns) == in_memory
