@@ -358,6 +358,9 @@ def test_runbot_reports_rows_under_missing_keys_at_start_up(
         async def run(self, **_: object) -> int:
             return 0
 
+        def disarm_watchdog(self) -> None:
+            pass
+
     monkeypatch.setattr("tomori.management.commands.runbot.BotWorker", NoWorker)
     repo.save_managed_webhook(
         channel_disc_id=1, webhook_disc_id=2, token_ciphertext="x", key_version=4
