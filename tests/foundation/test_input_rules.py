@@ -12,6 +12,7 @@ from django.db import IntegrityError, models, transaction
 from caches.layers._support import parse_int, parse_int_pair
 from tomori import models as m
 from tomori.admin.domain import ModelConfigForm
+from tomori.admin.hostile import SafeModelMultipleChoiceField
 from tomori.knobs import KNOBS_BY_NAME
 from tomori.models import validation as v
 from tomori.models.fields import (
@@ -327,3 +328,12 @@ def test_a_bad_operator_key_is_rejected(key: str) -> None:
 )
 def test_a_sane_operator_key_passes_the_form_check(key: str) -> None:
     v.validate_operator_key(key)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("raw", ["9" * 400, str(MAX + 1), "abc"])
+def test_a_many_to_many_id_the_key_cannot_hold_is_a_form_error(raw: str) -> None:
+    """Checked before any query: SQLite cannot even bind a 400-digit integer."""
+    field = SafeModelMultipleChoiceField(queryset=m.Persona.objects.all())
+    with pytest.raises(ValidationError, match="is not a valid value"):
+        field.clean([raw])

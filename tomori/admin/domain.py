@@ -7,45 +7,21 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import Field, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from caches.operations.messages import capture_invalidations, invalidation_message
 from tomori import models as m
-from tomori.admin.hostile import SafeAutocompleteSelect, SafeAutocompleteSelectMultiple
+from tomori.admin.hostile import HostileInputAdminMixin, SafeModelMultipleChoiceField
 from tomori.models.channels import check_channel_personas
 from tomori.models.validation import API_KEY_MAX, validate_api_key
 
 
-class DomainAdmin(admin.ModelAdmin):
+class DomainAdmin(HostileInputAdminMixin, admin.ModelAdmin):
     """Base ModelAdmin of the domain tables; a save reports the caches it invalidated."""
 
     list_per_page = 50
     show_full_result_count = False
-
-    def formfield_for_foreignkey(
-        self, db_field: Field, request: HttpRequest, **kwargs: Any
-    ) -> Any:
-        if db_field.name in self.get_autocomplete_fields(request):
-            kwargs.setdefault(
-                "widget",
-                SafeAutocompleteSelect(
-                    db_field, self.admin_site, using=kwargs.get("using")
-                ),
-            )
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def formfield_for_manytomany(
-        self, db_field: Field, request: HttpRequest, **kwargs: Any
-    ) -> Any:
-        if db_field.name in self.get_autocomplete_fields(request):
-            kwargs.setdefault(
-                "widget",
-                SafeAutocompleteSelectMultiple(
-                    db_field, self.admin_site, using=kwargs.get("using")
-                ),
-            )
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def changeform_view(
         self,
@@ -222,7 +198,7 @@ class UserBlacklistAdmin(DomainAdmin):
     autocomplete_fields = ("server", "user")
 
 
-class PersonaChoiceField(forms.ModelMultipleChoiceField):
+class PersonaChoiceField(SafeModelMultipleChoiceField):
     """Personas labelled with their server: several servers have a "Tomori"."""
 
     def label_from_instance(self, obj: m.Persona) -> str:

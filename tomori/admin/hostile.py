@@ -8,9 +8,11 @@ Closed in one place each, for every registered ModelAdmin (Django's own too):
   ValueError) and the date drill-down builds a date from the year typed
   (a 400-digit year raises OverflowError): the middleware answers 400 to both.
 - An autocomplete widget re-rendering an invalid form filters its queryset by
-  the submitted value (`abc` raises ValueError). The widgets below drop
-  values the target field cannot hold; the form field reports them as a form
-  error.
+  the submitted value (`abc` raises ValueError), and a many-to-many field
+  filters by a 400-digit id, which SQLite cannot bind (OverflowError).
+  `HostileInputAdminMixin` gives every ModelAdmin widgets that drop values
+  the target field cannot hold and a many-to-many field that reports them as
+  a form error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.widgets import AutocompleteSelect, AutocompleteSelectMultiple
@@ -97,25 +100,26 @@ def _bad_request(message: str) -> HttpResponse:
     return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 
+def holdable(target: Any, raw: Any) -> bool:
+    """Return whether model field `target` can hold the submitted value `raw`."""
+    try:
+        target.clean(raw, None)
+    except ValidationError:
+        return False
+    return True
+
+
 class _HoldableValuesMixin:
     """Render only the selected values the target field can hold."""
 
     field: Any
 
     def optgroups(self, name: str, value: list[Any], attr: Any = None) -> Any:
-        return super().optgroups(  # type: ignore[misc]
-            name, [v for v in value if self._holdable(v)], attr
-        )
-
-    def _holdable(self, raw: Any) -> bool:
         remote = self.field.remote_field
         opts = remote.model._meta
         target = opts.get_field(getattr(remote, "field_name", None) or opts.pk.name)
-        try:
-            target.clean(raw, None)
-        except ValidationError:
-            return False
-        return True
+        kept = [v for v in value if holdable(target, v)]
+        return super().optgroups(name, kept, attr)  # type: ignore[misc]
 
 
 class SafeAutocompleteSelect(_HoldableValuesMixin, AutocompleteSelect):
@@ -124,3 +128,55 @@ class SafeAutocompleteSelect(_HoldableValuesMixin, AutocompleteSelect):
 
 class SafeAutocompleteSelectMultiple(_HoldableValuesMixin, AutocompleteSelectMultiple):
     """AutocompleteSelectMultiple that re-renders bad submitted ids instead of raising."""
+
+
+class SafeModelMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """A many-to-many field whose ids must fit the key before any query is built."""
+
+    def _check_values(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            opts = self.queryset.model._meta
+            target = (
+                opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
+            )
+            for raw in value:
+                if not holdable(target, raw):
+                    raise ValidationError(
+                        self.error_messages["invalid_pk_value"],
+                        code="invalid_pk_value",
+                        params={"pk": str(raw)[:40]},
+                    )
+        return super()._check_values(value)
+
+
+class HostileInputAdminMixin:
+    """Relation form fields and widgets that answer bad ids with a form error."""
+
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
+            kwargs.setdefault(
+                "widget",
+                SafeAutocompleteSelect(
+                    db_field,
+                    self.admin_site,
+                    using=kwargs.get("using"),  # type: ignore[attr-defined]
+                ),
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def formfield_for_manytomany(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
+            kwargs.setdefault(
+                "widget",
+                SafeAutocompleteSelectMultiple(
+                    db_field,
+                    self.admin_site,
+                    using=kwargs.get("using"),  # type: ignore[attr-defined]
+                ),
+            )
+        kwargs.setdefault("form_class", SafeModelMultipleChoiceField)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
