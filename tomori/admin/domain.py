@@ -17,7 +17,7 @@ from tomori.models.channels import check_channel_personas
 from tomori.models.validation import API_KEY_MAX, validate_api_key
 
 
-class DomainAdmin(HostileInputAdminMixin, admin.ModelAdmin):
+class DomainAdmin(HostileInputAdminMixin):
     """Base ModelAdmin of the domain tables; a save reports the caches it invalidated."""
 
     list_per_page = 50

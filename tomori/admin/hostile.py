@@ -149,34 +149,29 @@ class SafeModelMultipleChoiceField(forms.ModelMultipleChoiceField):
         return super()._check_values(value)
 
 
-class HostileInputAdminMixin:
-    """Relation form fields and widgets that answer bad ids with a form error."""
+class HostileInputAdminMixin(ModelAdmin):
+    """Relation form fields and widgets that answer bad ids with a form error.
+
+    Put it first among the bases: `class UserAdmin(HostileInputAdminMixin, ...)`.
+    """
 
     def formfield_for_foreignkey(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
     ) -> Any:
-        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
-            kwargs.setdefault(
-                "widget",
-                SafeAutocompleteSelect(
-                    db_field,
-                    self.admin_site,
-                    using=kwargs.get("using"),  # type: ignore[attr-defined]
-                ),
+        if db_field.name in self.get_autocomplete_fields(request):
+            widget = SafeAutocompleteSelect(
+                db_field, self.admin_site, using=kwargs.get("using")
             )
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+            kwargs.setdefault("widget", widget)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
     ) -> Any:
-        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
-            kwargs.setdefault(
-                "widget",
-                SafeAutocompleteSelectMultiple(
-                    db_field,
-                    self.admin_site,
-                    using=kwargs.get("using"),  # type: ignore[attr-defined]
-                ),
+        if db_field.name in self.get_autocomplete_fields(request):
+            widget = SafeAutocompleteSelectMultiple(
+                db_field, self.admin_site, using=kwargs.get("using")
             )
+            kwargs.setdefault("widget", widget)
         kwargs.setdefault("form_class", SafeModelMultipleChoiceField)
-        return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
