@@ -9,3 +9,6 @@ class TomoriConfig(AppConfig):
 
     def ready(self) -> None:
         from tomori import checks  # noqa: F401 (registers the system checks)
+        from tomori.models.channels import connect_persona_guard
+
+        connect_persona_guard()

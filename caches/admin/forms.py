@@ -13,6 +13,7 @@ from caches.operations import (
     invalidate_key_command,
     refresh_catalogs_command,
 )
+from tomori.models.validation import validate_operator_key
 
 
 class CommandForm(forms.Form):
@@ -45,7 +46,11 @@ class InvalidateKeyForm(CommandForm):
     """Drop one key of one cache; the key must have the layer's shape (`parse_key`)."""
 
     cache = forms.ChoiceField(choices=())
-    key = forms.CharField(max_length=500, help_text="As the layer's key help says.")
+    key = forms.CharField(
+        max_length=500,
+        validators=[validate_operator_key],
+        help_text="As the layer's key help says; ids are ASCII digits, 1 to 2^63-1.",
+    )
 
     def __init__(
         self, *args: Any, cache_choices: list[tuple[str, str]], **kwargs: Any

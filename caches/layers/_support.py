@@ -10,6 +10,7 @@ from django.conf import settings
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
 from caches.layers._database import database_calls
 from caches.turn_notes import note_miss
+from tomori.models.validation import parse_snowflake
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,15 +65,8 @@ async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
 
 
 def parse_int(text: str) -> int:
-    """Parse one operator-typed integer id (a snowflake or a primary key)."""
-    text = text.strip()
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an integer id") from None
-    if value < 0:
-        raise ValueError(f"{text!r} is negative")
-    return value
+    """Parse one operator-typed id (a snowflake or a primary key): ASCII 1..2^63-1."""
+    return parse_snowflake(text)
 
 
 def cached(cache: BoundedTTLCache[Any, Any], key: Any) -> Any:
@@ -90,7 +84,7 @@ def cached(cache: BoundedTTLCache[Any, Any], key: Any) -> Any:
 
 
 def parse_int_pair(text: str) -> tuple[int, int]:
-    """Parse "a:b" into (a, b)."""
+    """Parse "a:b" into (a, b), each an id as `parse_int` takes it."""
     parts = text.strip().split(":")
     if len(parts) != 2:
         raise ValueError(f"{text!r} is not two ids separated by ':'")

@@ -130,7 +130,7 @@ def parse_whitelist_key(text: str) -> WhitelistKey:
     return whitelist_cache_key(
         parse_int(server),
         parse_int(channel),
-        parse_int(parent) if parent else None,
+        parse_int(parent) if parent not in {"", "0"} else None,
         role_ids,
     )
 

@@ -155,12 +155,15 @@ class Walk:
         persona = self.pick_persona()
         if persona is None:
             return
+        # Linking another server's persona is rejected (the m2m pre_add guard);
+        # a persona moved away after it was linked can still be unlinked.
+        own = persona.server_id == channel.server_id
         self.rng.choice(
             [
-                lambda: channel.personas.add(persona),
+                lambda: own and channel.personas.add(persona),
                 lambda: channel.personas.remove(persona),
                 lambda: channel.personas.clear(),
-                lambda: persona.whitelisted_channels.add(channel),
+                lambda: own and persona.whitelisted_channels.add(channel),
                 lambda: persona.whitelisted_channels.clear(),
             ]
         )()

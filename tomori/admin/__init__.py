@@ -1,3 +1,3 @@
-"""Django admin for the domain models."""
+"""Django admin for the domain models (and Django's users and groups)."""
 
-from tomori.admin import domain  # noqa: F401 (registers the ModelAdmins)
+from tomori.admin import auth, domain  # noqa: F401 (registers the ModelAdmins)

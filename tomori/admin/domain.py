@@ -6,14 +6,18 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from caches.operations.messages import capture_invalidations, invalidation_message
 from tomori import models as m
+from tomori.admin.hostile import HostileInputAdminMixin, SafeModelMultipleChoiceField
+from tomori.models.channels import check_channel_personas
+from tomori.models.validation import API_KEY_MAX, validate_api_key
 
 
-class DomainAdmin(admin.ModelAdmin):
+class DomainAdmin(HostileInputAdminMixin):
     """Base ModelAdmin of the domain tables; a save reports the caches it invalidated."""
 
     list_per_page = 50
@@ -82,6 +86,8 @@ class ModelConfigForm(forms.ModelForm):
         label="API key",
         required=False,
         strip=True,
+        max_length=API_KEY_MAX,
+        validators=[validate_api_key],
         widget=forms.PasswordInput(render_value=False),
         help_text="Leave empty to keep the stored key.",
     )
@@ -192,8 +198,54 @@ class UserBlacklistAdmin(DomainAdmin):
     autocomplete_fields = ("server", "user")
 
 
+class PersonaChoiceField(SafeModelMultipleChoiceField):
+    """Personas labelled with their server: several servers have a "Tomori"."""
+
+    def label_from_instance(self, obj: m.Persona) -> str:
+        return f"{obj.name} ({obj.server})"
+
+
+class WhitelistedChannelForm(forms.ModelForm):
+    """Offer only the channel's own server's personas, and reject any other.
+
+    A new channel has no server yet: every persona is offered (labelled with
+    its server) and the choice is checked against the server picked.
+    """
+
+    class Meta:
+        model = m.WhitelistedChannel
+        fields = (
+            "server",
+            "channel_disc_id",
+            "personas",
+            "cooldown_type",
+            "cooldown_seconds",
+        )
+        field_classes = {"personas": PersonaChoiceField}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["personas"]
+        assert isinstance(field, forms.ModelMultipleChoiceField)
+        personas = m.Persona.objects.select_related("server")
+        if self.instance.server_id is not None:
+            personas = personas.filter(server_id=self.instance.server_id)
+        field.queryset = personas
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        server, personas = data.get("server"), data.get("personas")
+        if server is not None and personas is not None:
+            try:
+                check_channel_personas(server.pk, personas)
+            except ValidationError as exc:
+                self.add_error("personas", exc)
+        return data
+
+
 @admin.register(m.WhitelistedChannel)
 class WhitelistedChannelAdmin(DomainAdmin):
+    form = WhitelistedChannelForm
     list_display = ("channel_disc_id", "server", "cooldown_type", "cooldown_seconds")
     list_filter = ("cooldown_type",)
     list_select_related = ("server",)

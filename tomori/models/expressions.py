@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import SingleLineField, SnowflakeField, snowflake_checks
 from tomori.models.servers import Server
 
 
@@ -21,10 +23,10 @@ class ServerExpression(CacheFeedingModel):
         Server, on_delete=models.CASCADE, related_name="expressions"
     )
     kind = models.CharField(max_length=10, choices=ExpressionKind.choices)
-    expression_disc_id = models.BigIntegerField()
-    name = models.CharField(max_length=100)
+    expression_disc_id = SnowflakeField()
+    name = SingleLineField(max_length=v.NAME_MAX)
     animated = models.BooleanField(default=False)
-    description = models.CharField(max_length=200, blank=True)
+    description = SingleLineField(max_length=200, blank=True)
 
     class Meta:
         db_table = "server_expressions"
@@ -36,6 +38,7 @@ class ServerExpression(CacheFeedingModel):
             models.CheckConstraint(
                 condition=Q(kind__in=["emoji", "sticker"]), name="expression_kind"
             ),
+            *snowflake_checks("expression", "expression_disc_id"),
         ]
         indexes = [models.Index(fields=["server", "kind"], name="expr_server_kind")]
 

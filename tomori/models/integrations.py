@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import SafeJSONField, SingleLineField
 from tomori.models.servers import Server
 
 
@@ -12,11 +14,15 @@ class GuildMcpServerConfig(CacheFeedingModel):
     """An MCP server a guild has configured, with its tool-name snapshot."""
 
     server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="mcp")
-    name = models.CharField(max_length=100)
-    url = models.URLField()
+    name = SingleLineField(max_length=v.NAME_MAX)
+    url = models.URLField(validators=[v.validate_single_line])
     enabled = models.BooleanField(default=True)
-    tool_names = models.JSONField(default=list, blank=True)
-    display_metadata = models.JSONField(default=dict, blank=True)
+    tool_names = SafeJSONField(
+        default=list, blank=True, validators=[v.JsonShapeValidator("list")]
+    )
+    display_metadata = SafeJSONField(
+        default=dict, blank=True, validators=[v.JsonShapeValidator("object")]
+    )
     tool_names_updated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -35,7 +41,7 @@ class NovelAiSubscription(CacheFeedingModel):
     server = models.OneToOneField(
         Server, on_delete=models.CASCADE, related_name="novelai_subscription"
     )
-    tier = models.CharField(max_length=40)
+    tier = SingleLineField(max_length=40)
     context_limit = models.PositiveIntegerField()
     checked_at = models.DateTimeField(auto_now=True)
 

@@ -5,6 +5,16 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from tomori.models import validation as v
+from tomori.models.fields import (
+    BoundedTextField,
+    SafeJSONField,
+    SingleLineField,
+    SnowflakeField,
+    length_checks,
+    snowflake_checks,
+)
+
 
 class MemoryScope(models.TextChoices):
     USER = "user", "user"
@@ -14,14 +24,16 @@ class MemoryScope(models.TextChoices):
 class ShortTermMemoryRecord(models.Model):
     """The durable fields of one short-term memory entry (raw messages stay in memory)."""
 
-    cache_key = models.CharField(max_length=200, unique=True)
+    cache_key = SingleLineField(max_length=200, unique=True)
     scope = models.CharField(max_length=10, choices=MemoryScope.choices)
-    user_disc_id = models.BigIntegerField(null=True, blank=True)
-    server_disc_id = models.BigIntegerField(null=True, blank=True)
-    channel_disc_id = models.BigIntegerField()
+    user_disc_id = SnowflakeField(null=True, blank=True)
+    server_disc_id = SnowflakeField(null=True, blank=True)
+    channel_disc_id = SnowflakeField()
     persona_id = models.BigIntegerField(null=True, blank=True)
-    summary = models.TextField(blank=True)
-    categories = models.JSONField(default=list, blank=True)
+    summary = BoundedTextField(max_length=v.SUMMARY_MAX, blank=True)
+    categories = SafeJSONField(
+        default=list, blank=True, validators=[v.JsonShapeValidator("list")]
+    )
     turn_count = models.PositiveIntegerField(default=0)
     summarized_turn_count = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(db_index=True)
@@ -35,7 +47,11 @@ class ShortTermMemoryRecord(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(scope__in=["user", "server"]), name="stm_scope_valid"
-            )
+            ),
+            *snowflake_checks(
+                "stm", "user_disc_id", "server_disc_id", "channel_disc_id"
+            ),
+            *length_checks("stm", summary=v.SUMMARY_MAX),
         ]
 
     def __str__(self) -> str:

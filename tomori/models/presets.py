@@ -5,16 +5,18 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import BoundedTextField, SingleLineField, length_checks
 from tomori.models.servers import Server
 
 
 class PresetPersona(CacheFeedingModel):
     """A ready-made persona offered to servers; its avatar is a PNG on disk."""
 
-    name = models.CharField(max_length=80, unique=True)
-    description = models.TextField(blank=True)
-    avatar_path = models.CharField(
+    name = SingleLineField(max_length=v.PERSONA_NAME_MAX, unique=True)
+    description = BoundedTextField(max_length=v.DESCRIPTION_MAX, blank=True)
+    avatar_path = SingleLineField(
         max_length=500, blank=True, help_text="PNG file, absolute or under var/avatars/"
     )
     is_active = models.BooleanField(default=True)
@@ -22,6 +24,7 @@ class PresetPersona(CacheFeedingModel):
     class Meta:
         db_table = "preset_personas"
         ordering = ["name"]
+        constraints = length_checks("preset_persona", description=v.DESCRIPTION_MAX)
 
     def __str__(self) -> str:
         return self.name
@@ -33,7 +36,7 @@ class StPreset(CacheFeedingModel):
     server = models.ForeignKey(
         Server, on_delete=models.CASCADE, related_name="st_presets"
     )
-    name = models.CharField(max_length=100)
+    name = SingleLineField(max_length=v.NAME_MAX)
     is_active = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -59,13 +62,14 @@ class StPresetNode(CacheFeedingModel):
 
     preset = models.ForeignKey(StPreset, on_delete=models.CASCADE, related_name="nodes")
     position = models.PositiveIntegerField(default=0)
-    role = models.CharField(max_length=20, default="system")
-    content = models.TextField()
+    role = SingleLineField(max_length=20, default="system")
+    content = BoundedTextField(max_length=v.PROMPT_MAX)
     enabled = models.BooleanField(default=True)
 
     class Meta:
         db_table = "st_preset_nodes"
         ordering = ["preset", "position", "id"]
+        constraints = length_checks("st_preset_node", content=v.PROMPT_MAX)
 
     def __str__(self) -> str:
         return f"{self.preset} #{self.position}"

@@ -7,14 +7,21 @@ from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import GreaterThanOrEqual
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import (
+    BoundedTextField,
+    SingleLineField,
+    SnowflakeField,
+    length_checks,
+)
 
 
 class Server(CacheFeedingModel):
     """A Discord guild the bot serves; `id` is the internal server id."""
 
-    server_disc_id = models.BigIntegerField(unique=True)
-    name = models.CharField(max_length=100, blank=True)
+    server_disc_id = SnowflakeField(unique=True)
+    name = SingleLineField(max_length=v.NAME_MAX, blank=True)
     tool_use_enabled = models.BooleanField(default=True)
     emoji_usage_enabled = models.BooleanField(default=True)
     sticker_usage_enabled = models.BooleanField(default=True)
@@ -41,9 +48,9 @@ class Server(CacheFeedingModel):
 class Llm(CacheFeedingModel):
     """A language model the bot may use (the spec's `llms` table)."""
 
-    provider = models.CharField(max_length=40)
-    codename = models.CharField(max_length=200)
-    display_name = models.CharField(max_length=200, blank=True)
+    provider = SingleLineField(max_length=40)
+    codename = SingleLineField(max_length=200)
+    display_name = SingleLineField(max_length=200, blank=True)
     is_default = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     supports_tools = models.BooleanField(default=False)
@@ -75,7 +82,12 @@ class ServerModelConfig(CacheFeedingModel):
         Server, on_delete=models.CASCADE, related_name="model_config"
     )
     llm = models.ForeignKey(Llm, on_delete=models.SET_NULL, null=True, blank=True)
-    api_key = models.TextField(null=True, blank=True)
+    api_key = BoundedTextField(
+        max_length=v.API_KEY_MAX,
+        null=True,
+        blank=True,
+        validators=[v.validate_api_key],
+    )
     temperature = models.FloatField(default=1.0)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -98,6 +110,7 @@ class ServerModelConfig(CacheFeedingModel):
                 condition=Q(api_key__isnull=True) | ~Q(api_key=""),
                 name="smc_api_key_not_blank",
             ),
+            *length_checks("smc", api_key=v.API_KEY_MAX),
         ]
 
     def __str__(self) -> str:
@@ -110,12 +123,12 @@ class Persona(CacheFeedingModel):
     server = models.ForeignKey(
         Server, on_delete=models.CASCADE, related_name="personas"
     )
-    name = models.CharField(max_length=80)
+    name = SingleLineField(max_length=v.PERSONA_NAME_MAX)
     is_main = models.BooleanField(default=False)
     position = models.PositiveIntegerField(default=0)
     llm = models.ForeignKey(Llm, on_delete=models.SET_NULL, null=True, blank=True)
-    system_prompt = models.TextField(blank=True)
-    avatar_url = models.URLField(blank=True)
+    system_prompt = BoundedTextField(max_length=v.PROMPT_MAX, blank=True)
+    avatar_url = models.URLField(blank=True, validators=[v.validate_single_line])
     tools_enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -136,6 +149,7 @@ class Persona(CacheFeedingModel):
                 condition=GreaterThanOrEqual(Length("name"), 1),
                 name="persona_name_not_empty",
             ),
+            *length_checks("persona", system_prompt=v.PROMPT_MAX),
         ]
 
     def __str__(self) -> str:

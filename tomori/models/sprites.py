@@ -6,7 +6,14 @@ from django.db import models
 from django.db.models.functions import Length
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import (
+    BoundedTextField,
+    SingleLineField,
+    SnowflakeField,
+    snowflake_checks,
+)
 from tomori.models.servers import Persona
 
 SPRITE_INSTRUCTIONS_DB_MAX = 1000
@@ -18,10 +25,10 @@ class PersonaSprite(CacheFeedingModel):
     persona = models.ForeignKey(
         Persona, on_delete=models.CASCADE, related_name="sprites"
     )
-    name = models.CharField(max_length=64)
+    name = SingleLineField(max_length=64)
     position = models.PositiveIntegerField(default=0)
-    image_url = models.URLField()
-    instructions = models.TextField(blank=True)
+    image_url = models.URLField(validators=[v.validate_single_line])
+    instructions = BoundedTextField(max_length=SPRITE_INSTRUCTIONS_DB_MAX, blank=True)
 
     class Meta:
         db_table = "persona_sprites"
@@ -49,10 +56,10 @@ class PersonaSprite(CacheFeedingModel):
 class PersonaSpriteMessage(models.Model):
     """Which sprite a sent webhook message carried; immutable once written."""
 
-    message_disc_id = models.BigIntegerField(primary_key=True)
+    message_disc_id = SnowflakeField(primary_key=True)
     persona = models.ForeignKey(Persona, on_delete=models.CASCADE, related_name="+")
-    sprite_name = models.CharField(max_length=64)
-    channel_disc_id = models.BigIntegerField()
+    sprite_name = SingleLineField(max_length=64)
+    channel_disc_id = SnowflakeField()
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -61,7 +68,8 @@ class PersonaSpriteMessage(models.Model):
             models.CheckConstraint(
                 condition=GreaterThanOrEqual(Length("sprite_name"), 1),
                 name="sprite_message_name_not_empty",
-            )
+            ),
+            *snowflake_checks("sprite_message", "message_disc_id", "channel_disc_id"),
         ]
 
     def __str__(self) -> str:

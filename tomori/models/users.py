@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import SingleLineField, SnowflakeField, snowflake_checks
 from tomori.models.servers import Server
 
 
@@ -19,12 +21,12 @@ class PrivacyLevel(models.IntegerChoices):
 class User(CacheFeedingModel):
     """A Discord user known to the bot."""
 
-    user_disc_id = models.BigIntegerField(unique=True)
-    username = models.CharField(max_length=100, blank=True)
+    user_disc_id = SnowflakeField(unique=True)
+    username = SingleLineField(max_length=v.NAME_MAX, blank=True)
     privacy_level = models.PositiveSmallIntegerField(
         choices=PrivacyLevel.choices, default=PrivacyLevel.STANDARD
     )
-    language = models.CharField(max_length=10, default="en")
+    language = SingleLineField(max_length=10, default="en")
     personal_memories_enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -35,7 +37,8 @@ class User(CacheFeedingModel):
         constraints = [
             models.CheckConstraint(
                 condition=Q(privacy_level__lte=3), name="user_privacy_level_range"
-            )
+            ),
+            *snowflake_checks("user", "user_disc_id"),
         ]
 
     def __str__(self) -> str:
@@ -49,7 +52,7 @@ class UserBlacklist(CacheFeedingModel):
         Server, on_delete=models.CASCADE, related_name="blacklist"
     )
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="blacklists")
-    reason = models.CharField(max_length=200, blank=True)
+    reason = SingleLineField(max_length=v.REASON_MAX, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

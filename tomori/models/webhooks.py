@@ -5,7 +5,14 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from tomori.models import validation as v
 from tomori.models.base import CacheFeedingModel
+from tomori.models.fields import (
+    BoundedTextField,
+    SnowflakeField,
+    length_checks,
+    snowflake_checks,
+)
 from tomori.models.servers import Server
 
 
@@ -15,9 +22,9 @@ class ManagedWebhook(CacheFeedingModel):
     server = models.ForeignKey(
         Server, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
-    channel_disc_id = models.BigIntegerField(unique=True)
-    webhook_disc_id = models.BigIntegerField(unique=True)
-    token_ciphertext = models.TextField()
+    channel_disc_id = SnowflakeField(unique=True)
+    webhook_disc_id = SnowflakeField(unique=True)
+    token_ciphertext = BoundedTextField(max_length=v.TOKEN_CIPHERTEXT_MAX)
     key_version = models.PositiveSmallIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -27,7 +34,9 @@ class ManagedWebhook(CacheFeedingModel):
         constraints = [
             models.CheckConstraint(
                 condition=Q(key_version__gte=1), name="webhook_key_version_positive"
-            )
+            ),
+            *snowflake_checks("webhook", "channel_disc_id", "webhook_disc_id"),
+            *length_checks("webhook", token_ciphertext=v.TOKEN_CIPHERTEXT_MAX),
         ]
 
     def __str__(self) -> str:
