@@ -76,9 +76,12 @@ def _fits(tab: Any) -> dict[str, Any]:
     return tab.evaluate(
         """() => {
           const buttons = [...document.querySelectorAll("button.clear-cache")];
+          const box = document.querySelector(".table-scroll");
           return {
             scroll: document.documentElement.scrollWidth,
             inner: window.innerWidth,
+            table: box.scrollWidth,
+            box: box.clientWidth,
             rightmost: Math.max(...buttons.map(b => b.getBoundingClientRect().right)),
             buttons: buttons.length,
           };
@@ -129,6 +132,7 @@ def test_the_operators_first_hour(  # type: ignore[no-untyped-def]
     log_in(page, live_server.url, DASHBOARD)
     fits = _fits(page)
     assert fits["scroll"] <= fits["inner"], fits  # no horizontal scroll
+    assert fits["table"] <= fits["box"], fits  # nor inside the table's box
     assert fits["buttons"] > 10 and fits["rightmost"] <= fits["inner"], fits
     page.screenshot(path=str(SCREENSHOTS / "first-hour-1400.png"), full_page=True)
 
@@ -138,7 +142,8 @@ def test_the_operators_first_hour(  # type: ignore[no-untyped-def]
     assert scrolled["scrolled"] > 0 and scrolled["sizeMoved"] > 0, scrolled
     assert abs(scrolled["nameLeft"]) <= 1 and scrolled["nameShown"], scrolled
     assert scrolled["actionInside"], scrolled
-    page.screenshot(path=str(SCREENSHOTS / "first-hour-1024-scrolled.png"))
+    shot = SCREENSHOTS / "first-hour-1024-scrolled.png"
+    page.locator(".table-scroll").screenshot(path=str(shot))
 
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{live_server.url}{CHARTS}")
