@@ -64,7 +64,7 @@ class LayerRow:
         """Return (member label, cap, size) per member map; [] for a one-map layer.
 
         A composite layer's cap is the sum of its members' caps, each from its
-        own setting, so 15,000 can be 5,000 fresh + 5,000 last good + 5,000 errors.
+        own setting: tomori_state 15,000 = 5,000 main + 5,000 last good + 5,000 errors.
         """
         if len(self.member_caps) < 2:
             return []
