@@ -230,12 +230,21 @@ class LoopLagMonitor:
         self._schedule()
 
 
+#: For the first STARTUP_PERIOD_SECONDS after start, samples come every
+#: STARTUP_INTERVAL_SECONDS (or the interval, if shorter), so the charts of a
+#: fresh worker have a line within a minute instead of one dot for 5 minutes.
+STARTUP_INTERVAL_SECONDS = 15.0
+STARTUP_PERIOD_SECONDS = 300.0
+
+
 class CacheMetricsLogger:
     """Every interval: a ``cache_sizes`` log line + row, and a ``host_memory`` row.
 
-    ``run`` samples once at start, then on a fixed cadence measured by
-    ``clock``. Nothing here awaits the database, so an outage costs rows, not
-    ticks. ``wait`` is how the loop waits between ticks (tests drive it).
+    ``run`` samples once at start, every ``startup_interval_seconds`` for the
+    first ``startup_period_seconds``, then on the ``interval_seconds`` cadence,
+    all measured by ``clock``. Nothing here awaits the database, so an outage
+    costs rows, not ticks. ``wait`` is how the loop waits between ticks (tests
+    drive it).
     """
 
     def __init__(
@@ -251,10 +260,17 @@ class CacheMetricsLogger:
         writer: BackgroundMetricWriter | None = None,
         lag_monitor: LoopLagMonitor | None = None,
         wait: Waiter = wait_or_stop,
+        startup_interval_seconds: float = STARTUP_INTERVAL_SECONDS,
+        startup_period_seconds: float = STARTUP_PERIOD_SECONDS,
     ) -> None:
-        if not interval_seconds > 0:
-            raise ValueError(f"interval_seconds must be > 0, got {interval_seconds}")
+        if not interval_seconds > 0 or not startup_interval_seconds > 0:
+            raise ValueError(
+                "intervals must be > 0, got "
+                f"{interval_seconds} and {startup_interval_seconds} (start-up)"
+            )
         self.interval_seconds = interval_seconds
+        self.startup_interval_seconds = min(startup_interval_seconds, interval_seconds)
+        self.startup_period_seconds = startup_period_seconds
         self.worker_id = worker_id
         self._client_getter = client_getter or (lambda: None)
         self.guard = guard
@@ -297,16 +313,23 @@ class CacheMetricsLogger:
             # No log twin: the OOM observer already logs these every 15 s.
             self.writer.submit("host_memory", {"worker_id": self.worker_id, **host})
 
+    def step_after(self, elapsed: float) -> float:
+        """Return the wait before the next sample, ``elapsed`` seconds after start."""
+        if elapsed < self.startup_period_seconds:
+            return self.startup_interval_seconds
+        return self.interval_seconds
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Sample at start and then every interval until ``stop`` is set."""
-        next_at = self._clock()
+        """Sample at start, often during start-up, then every interval until ``stop``."""
+        started = next_at = self._clock()
         try:
             while not stop.is_set():
                 self._tick()
-                next_at += self.interval_seconds
+                step = self.step_after(next_at - started)
+                next_at += step
                 now = self._clock()
                 if next_at <= now:  # fell behind (a stall): skip, don't burst
-                    next_at = now + self.interval_seconds
+                    next_at = now + step
                 await self._wait(stop, next_at - now)
         finally:
             if self._owns_writer:

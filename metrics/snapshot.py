@@ -70,11 +70,13 @@ def _shard_fields(client: Any) -> dict[str, Any]:
 
 def _memory_fields(guard: Any) -> dict[str, Any]:
     fields = read_process_memory()
+    limit_bytes, source = _detected_limit(settings.CONTAINER_MEMORY_LIMIT_MB)
     if guard is not None:
-        limit_bytes, source = guard.limit_bytes, "guard"
+        # Name where the guard's limit came from, so a chart can tell a
+        # container limit from the host's total memory.
+        if guard.limit_bytes != limit_bytes:
+            limit_bytes, source = guard.limit_bytes, "guard"
         fields["memory_state"] = str(guard.state)
-    else:
-        limit_bytes, source = _detected_limit(settings.CONTAINER_MEMORY_LIMIT_MB)
     rss_mb = fields.get("rss_mb")
     fields["memory_limit_mb"] = round(limit_bytes / MIB, 1) if limit_bytes else None
     fields["memory_limit_source"] = source

@@ -203,6 +203,11 @@ class DashboardViews:
             key_form=form,
             snapshot_ttl=snapshot_ttl_seconds(),
             refresh_seconds=REFRESH_SECONDS,
+            # A rejected POST renders here at its own URL (a GET there is a
+            # 405): the refresh loads the dashboard, and waits while an error
+            # is on screen so the operator can read it.
+            refresh_url=self._url(),
+            refresh_paused=status >= 400,
             timeout=command_timeout(),
         )
         return TemplateResponse(
@@ -268,7 +273,7 @@ class DashboardViews:
         return self._send(request, form.command, key_form=form)
 
     def clear_all(self, request: HttpRequest) -> HttpResponse:
-        """Clear every invalidatable cache on every worker."""
+        """Clear every clearable cache (the ones with a clear button) on every worker."""
         _require_manage(request)
         return self._send(request, clear_all_command(issued_by=_issuer(request)))
 

@@ -89,7 +89,11 @@ def _avatar_for(preset: PresetPersonaRecord | None) -> PresetAvatar | None:
 
 
 async def initialize_preset_avatar_cache() -> int:
-    """Warm the cache from the active preset rows; return how many avatars are valid."""
+    """Warm the cache from the active preset rows; return the entries installed.
+
+    One entry per active preset, as the dashboard's size counts them: a
+    preset without a valid avatar is cached as None (`count_valid_avatars`).
+    """
     invalidations = _cache.stats()["invalidations"]
     try:
         presets = await run_db(presets_repo.list_preset_personas)
@@ -106,7 +110,12 @@ async def initialize_preset_avatar_cache() -> int:
     _cache.invalidate_where(lambda key: key not in wanted)
     for preset, avatar in zip(presets, avatars, strict=True):
         _cache.set(preset.id, avatar)
-    return sum(avatar is not None for avatar in avatars)
+    return len(presets)
+
+
+def count_valid_avatars() -> int:
+    """Return how many cached presets have a valid PNG avatar (not None)."""
+    return sum(avatar is not None for _, avatar in _cache.items())
 
 
 def get_cached_preset_avatar(preset_id: int) -> PresetAvatar | None:

@@ -18,7 +18,7 @@ Command (a JSON-ready dict; `id` is a fresh uuid4 hex, `issued_at` Unix time)::
 
     {"id": str, "op": "clear_cache", "cache": str, "issued_by": str, "issued_at": float}
     {"id", "op": "invalidate_key", "cache": str, "key": str (as typed), "issued_by", "issued_at"}
-    {"id", "op": "clear_all", "issued_by", "issued_at"}           # invalidatable caches
+    {"id", "op": "clear_all", "issued_by", "issued_at"}           # clearable caches
     {"id", "op": "emergency_clear", "include_short_term_memory": bool, "issued_by", "issued_at"}
     {"id", "op": "refresh_catalogs", "fresh": bool, "issued_by", "issued_at"}
 
@@ -30,7 +30,9 @@ Reply (one per worker)::
                               # becomes {"ok": False, "error": ..., "worker_id"}
 
 `details` per op: clear_cache {"cache", "removed"}; invalidate_key {"cache",
-"key", "removed"}; clear_all {"cleared": {cache: removed}}; emergency_clear
+"key", "removed"}; clear_all {"cleared": {cache: removed}} over the clearable
+caches (policy "clear", `is_clearable`: the same set as each cache's clear
+button and the emergency clear); emergency_clear
 `EmergencyClearResult.as_dict()` (total_cleared, cleared, discord_cleared,
 preserved, memory before/after ...); refresh_catalogs {"results": {catalog:
 refreshed?}, "sizes": {catalog: models}, "fresh": bool}. A worker without the
@@ -55,11 +57,15 @@ Live worker snapshot (`caches.live.publish_snapshot(worker_id, snapshot)`)::
                   "discord_emojis", "discord_stickers", "discord_messages",
                   "discord_voice_states": int},   # {} without a client
       "memory": {"rss_mb": float, "limit_mb": float | None, "percent": float | None,
+                 "limit_source": "configured" | "cgroup_v1" | "cgroup_v2" |
+                                 "host_total" | "guard" | "unknown",
                  "state": "safe" | "warning" | "critical" | None,
                  "python_allocated_blocks": int,
                  "vips_tracked_mem_mb", "vips_tracked_mem_highwater_mb", ...},
-      "bus": {"connected": bool, "lag_p50_ms": float | None,
-              "lag_p99_ms": float | None, "flushes": int, ...},
+      "bus": {"mode": "redis" | "local", "connected": bool,
+              "lag_p50_ms": float | None, "lag_p99_ms": float | None,
+              "flushes": int, "commands_run": int (operator commands this
+              worker ran, over Redis or in-process), ...},
       "catalogs": {name: CatalogRefresher.status()},   # {} without catalogs
     }
 """
@@ -108,6 +114,7 @@ from caches.operations.worker import (
     WorkerContext,
     execute_command,
     execute_command_async,
+    is_clearable,
     make_command_handler,
 )
 
@@ -144,6 +151,7 @@ __all__ = [
     "execute_command_async",
     "format_duration",
     "invalidate_key_command",
+    "is_clearable",
     "last_cache_sizes_sample",
     "make_command_handler",
     "layer_row",

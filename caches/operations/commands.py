@@ -93,7 +93,7 @@ def invalidate_key_command(name: str, key: str, *, issued_by: str) -> dict[str, 
 
 
 def clear_all_command(*, issued_by: str) -> dict[str, Any]:
-    """Return the command clearing every invalidatable cache on every worker."""
+    """Return the command clearing every clearable cache (policy `clear`) on every worker."""
     return _command(CLEAR_ALL, issued_by=issued_by)
 
 
@@ -155,17 +155,33 @@ class WorkerReply:
 
 def _describe_details(reply: WorkerReply) -> str:
     details = reply.details
-    entries = f"removed {reply.removed} entr{'y' if reply.removed == 1 else 'ies'}"
+    entries = f"removed {_entries(reply.removed)}"
     if "results" in details:  # catalogs
         parts = [
             f"{k} {'ok' if ok else 'not refreshed'}"
             for k, ok in details["results"].items()
         ]
         return "catalogs: " + (", ".join(parts) or "none")
-    if "cleared" in details and isinstance(details["cleared"], dict):
-        per_cache = ", ".join(f"{k} {v}" for k, v in details["cleared"].items() if v)
-        return f"{entries}" + (f" ({per_cache})" if per_cache else "")
-    return entries
+    itemised = _itemise(details.get("cleared"))
+    discord = _itemise(details.get("discord_cleared"), strip="discord_")
+    if discord:  # the emergency clear: discord.py's caches are part of the total
+        itemised += ("; " if itemised else "") + "discord.py " + discord
+    return f"{entries}" + (f" ({itemised})" if itemised else "")
+
+
+def _entries(count: int) -> str:
+    return f"{count:,} entr{'y' if count == 1 else 'ies'}"
+
+
+def _itemise(counts: Any, *, strip: str = "") -> str:
+    """Return "user 12, llm 3" for every non-zero count (they sum to the total)."""
+    if not isinstance(counts, Mapping):
+        return ""
+    return ", ".join(
+        f"{name.removeprefix(strip)} {count:,}"
+        for name, count in counts.items()
+        if count
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +219,7 @@ class OperationOutcome:
             text += f", {failed} failed"
         if self.command.get("op") == REFRESH_CATALOGS:
             return text
-        removed = self.total_removed
-        return (
-            f"{text}, {removed} entr{'y' if removed == 1 else 'ies'} removed in total"
-        )
+        return f"{text}, {_entries(self.total_removed)} removed in total"
 
     def lines(self) -> list[str]:
         """Return one line per worker, or the no-answer line."""
@@ -262,7 +275,7 @@ def describe_command(command: Mapping[str, Any]) -> str:
     if op == INVALIDATE_KEY:
         return f"invalidate key {command.get('key')!r} of cache {command.get('cache')}"
     if op == CLEAR_ALL:
-        return "clear every invalidatable cache"
+        return "clear every clearable cache"
     if op == EMERGENCY_CLEAR:
         stm = (
             " including short-term memory"

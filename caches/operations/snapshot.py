@@ -42,14 +42,16 @@ def _discord(client: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _limit_mb() -> float | None:
+def _detected_limit() -> tuple[float | None, str]:
     # The limit does not change while the process runs: read procfs once.
     from django.conf import settings
 
     from metrics.sampling import detect_memory_limit_bytes
 
-    limit, _ = detect_memory_limit_bytes(configured_mb=getattr(settings, _LIMIT_KNOB))
-    return round(limit / (1024 * 1024), 1) if limit else None
+    limit, source = detect_memory_limit_bytes(
+        configured_mb=getattr(settings, _LIMIT_KNOB)
+    )
+    return (round(limit / (1024 * 1024), 1) if limit else None), source
 
 
 def _memory(guard: Any) -> dict[str, Any]:
@@ -57,21 +59,21 @@ def _memory(guard: Any) -> dict[str, Any]:
     from metrics.sampling import read_process_memory
 
     process = read_process_memory()
+    limit_mb, source = _detected_limit()
     figures: dict[str, Any] = {
         "rss_mb": process.get("rss_mb"),
         "python_allocated_blocks": process.get("python_allocated_blocks"),
-        "limit_mb": None,
+        "limit_mb": limit_mb,
+        # "configured", "cgroup_v1"/"cgroup_v2", "host_total" (no container
+        # limit: the host's memory stands in) or "unknown".
+        "limit_source": source,
         "percent": None,
         "state": None,
     }
-    if guard is None:
-        limit_mb = _limit_mb()
-        rss = figures["rss_mb"]
-        figures["limit_mb"] = limit_mb
-        if limit_mb and rss is not None:
-            figures["percent"] = round(100 * rss / limit_mb, 1)
-    else:
+    if guard is not None:
         status = guard.status()
+        if status.get("limit_mb") != limit_mb:
+            figures["limit_source"] = "guard"  # built with a limit of its own
         figures.update(
             limit_mb=status.get("limit_mb"),
             percent=status.get("percent"),
@@ -81,6 +83,9 @@ def _memory(guard: Any) -> dict[str, Any]:
             emergencies=status.get("emergencies"),
         )
         figures["rss_mb"] = status.get("rss_mb") or figures["rss_mb"]
+    rss = figures["rss_mb"]
+    if figures["percent"] is None and figures["limit_mb"] and rss is not None:
+        figures["percent"] = round(100 * rss / figures["limit_mb"], 1)
     figures.update(libvips_memory())
     return figures
 
@@ -112,6 +117,9 @@ def build_worker_snapshot(
         "caches": _safely("caches", lambda: _caches(context)),
         "discord": _safely("discord", lambda: _discord(context.current_client())),
         "memory": _safely("memory", lambda: _memory(guard)),
-        "bus": flatten_bus_status(bus_status),
+        "bus": {
+            **flatten_bus_status(bus_status),
+            "commands_run": context.commands_run,
+        },
         "catalogs": {} if catalogs is None else _safely("catalogs", catalogs.status),
     }

@@ -8,10 +8,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caches.operations.faults import DATABASE_ERRORS, database_fault
+from caches.operations.worker import is_clearable
+from caches.registry import EmergencyPolicy
 from tomori.repositories.population import Population
 
 FILL_WARNING = 75.0
 FILL_DANGER = 90.0
+#: The one word per emergency policy that the table, the buttons and the
+#: results use (the per-cache button, "Clear every clearable cache" and the
+#: emergency clear all act on exactly the "clearable" caches).
+POLICY_LABELS = {
+    EmergencyPolicy.CLEAR.value: "clearable",
+    EmergencyPolicy.PRESERVE.value: "preserved",
+    EmergencyPolicy.EXPIRED_ONLY.value: "expired only",
+}
+MEMBER_LABELS = {"primary": "main", "last_good": "last good"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +44,39 @@ class LayerRow:
     expirations: int
     invalidations: int
     last_invalidation: float | None
+    #: A composite layer's member maps (label -> cap / size), primary first.
+    member_caps: dict[str, int] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)
     population: Population | None = None
     stale_entries: int = 0  # served from a last good value after a failed reload
+
+    @property
+    def clearable(self) -> bool:
+        """Return whether the buttons clear it (policy `clear`, see `is_clearable`)."""
+        return is_clearable(self.policy)
+
+    @property
+    def policy_label(self) -> str:
+        """Return the word the dashboard uses: "clearable", "preserved", "expired only"."""
+        return POLICY_LABELS.get(self.policy, self.policy or "—")
+
+    @property
+    def cap_parts(self) -> list[tuple[str, int, int]]:
+        """Return (member label, cap, size) per member map; [] for a one-map layer.
+
+        A composite layer's cap is the sum of its members' caps, each from its
+        own setting: tomori_state 15,000 = 5,000 main + 5,000 last good + 5,000 errors.
+        """
+        if len(self.member_caps) < 2:
+            return []
+        return [
+            (
+                MEMBER_LABELS.get(label, label.replace("_", " ")),
+                cap,
+                self.members.get(label, 0),
+            )
+            for label, cap in self.member_caps.items()
+        ]
 
     @property
     def fill_percent(self) -> float | None:
@@ -161,9 +203,17 @@ def layer_row(
         expirations=_int(stats.get("expirations")),
         invalidations=_int(stats.get("invalidations")),
         last_invalidation=_opt_number(stats.get("last_invalidation")),
+        member_caps=_int_map(stats.get("member_caps")),
+        members=_int_map(stats.get("members")),
         population=population,
         stale_entries=_int(stats.get("stale_entries")),
     )
+
+
+def _int_map(value: Any) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): _int(v) for k, v in value.items()}
 
 
 def worker_view(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -41,6 +42,8 @@ class WorkerContext:
     loop: asyncio.AbstractEventLoop | None = None
     registry: CacheRegistry = field(default_factory=lambda: registry)
     catalog_timeout: float = DEFAULT_CATALOG_TIMEOUT
+    #: Operator commands this worker ran, however they arrived (Redis or in-process).
+    commands_run: int = 0
 
     def current_client(self) -> Any:
         """Return the discord.py client now, or None before it exists."""
@@ -56,10 +59,19 @@ class CommandFailed(Exception):
 Outcome = tuple[int, dict[str, Any]]
 
 
+def is_clearable(policy: EmergencyPolicy | str) -> bool:
+    """Return whether an operator may clear a cache of this emergency policy.
+
+    One set for every button: a cache's clear button, "Clear every clearable
+    cache" and the emergency clear all empty exactly the `clear` caches.
+    """
+    return str(policy) == EmergencyPolicy.CLEAR.value
+
+
 def _clear_cache(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     name = _cache_name(command, ctx)
     policy = ctx.registry.entry(name).policy
-    if policy != EmergencyPolicy.CLEAR:
+    if not is_clearable(policy):
         # Short-term memory is conversation state and catalogs are provider
         # metadata: neither is a cache an operator should wipe with one click.
         raise CommandFailed(
@@ -82,7 +94,13 @@ def _invalidate_key(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
 
 
 def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
-    cleared = ctx.registry.clear_invalidatable()
+    # Not registry.clear_invalidatable(): that is the bus's flush after a gap,
+    # which also empties preserved caches such as llm.
+    cleared = {
+        entry.name: entry.cache.clear()
+        for entry in ctx.registry.entries()
+        if is_clearable(entry.policy)
+    }
     return sum(cleared.values()), {"cleared": cleared}
 
 
@@ -227,11 +245,14 @@ def make_command_handler(
     """Return a bus command handler running `execute_command`, then `after()`.
 
     `after` is where a worker republishes its live snapshot, so the dashboard
-    shows a command's effect at once instead of at the next interval.
+    shows a command's effect at once instead of at the next interval. Each
+    command counts in `context.commands_run` before `after` runs.
     """
+    counter = itertools.count(context.commands_run + 1)  # next() is atomic
 
     def handle(command: dict[str, Any]) -> dict[str, Any]:
         reply = execute_command(command, context=context)
+        context.commands_run = next(counter)
         if after is not None:
             try:
                 after()

@@ -3,12 +3,14 @@
 from metrics.charts.page import ChartsPage, build_charts_page, size_fields
 from metrics.charts.queries import (
     EMERGENCY_METRICS,
+    FITTED,
     MAX_POINTS,
     RANGES,
     Series,
     TimeRange,
     chart_window,
     emergency_marks,
+    first_sample_at,
     latest_sample,
     load_series,
     recent_fields,
@@ -17,6 +19,7 @@ from metrics.charts.svg import Chart, render_chart
 
 __all__ = [
     "EMERGENCY_METRICS",
+    "FITTED",
     "MAX_POINTS",
     "RANGES",
     "Chart",
@@ -26,6 +29,7 @@ __all__ = [
     "build_charts_page",
     "chart_window",
     "emergency_marks",
+    "first_sample_at",
     "latest_sample",
     "load_series",
     "recent_fields",

@@ -7,10 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from metrics.charts.queries import (
+    RANGES,
     TimeRange,
     chart_window,
     emergency_marks,
+    first_sample_at,
     load_series,
     recent_fields,
 )
@@ -18,11 +22,15 @@ from metrics.charts.svg import Chart, render_chart
 
 CACHE_SIZES = "cache_sizes"
 HOST_MEMORY = "host_memory"
+LIMIT_KEY = "memory_limit_mb"
 PROCESS_MB = {
     "rss_mb": "RSS",
-    "memory_limit_mb": "memory limit",
+    LIMIT_KEY: "memory limit",
     "vips_tracked_mem_mb": "libvips tracked",
 }
+#: memory_limit_source values that mean no container limit is set: the limit
+#: is the host's memory, against which RSS is a flat line at zero.
+NOT_A_CONTAINER_LIMIT = ("host_total", "unknown")
 PYTHON_HEAP = {"python_allocated_blocks": "Python allocated blocks"}
 HOST_MB = {
     "mem_available_mb": "host available",
@@ -90,17 +98,24 @@ def build_charts_page(
     worker: str | None = None,
     now: datetime | None = None,
 ) -> ChartsPage:
-    """Return the charts for a range, the chosen caches and one worker."""
-    window = chart_window(range_name, now=now)
+    """Return the charts for a range, the chosen caches and one worker.
+
+    Without a range the default one is fitted to the data (a fresh worker's
+    minutes, not a day of empty axis); the memory chart draws the limit only
+    when it is a container limit, and is scaled to the data otherwise.
+    """
+    window = _window(range_name, now=now or timezone.now())
     recent = recent_fields(CACHE_SIZES)
     workers = _workers(recent)
     worker = worker if worker in workers else (workers[0] if workers else None)
     newest = next((f for f in recent if f.get("worker_id") == worker), None)
-    caches, discord = size_fields(newest or (recent[0] if recent else {}))
+    newest = newest or (recent[0] if recent else {})
+    caches, discord = size_fields(newest)
     chosen = [k for k in selected if k in caches or k in discord] or caches
+    memory_keys = [k for k in PROCESS_MB if k != LIMIT_KEY or _has_limit(newest)]
     process = load_series(
         CACHE_SIZES,
-        [*chosen, *PROCESS_MB, *PYTHON_HEAP],
+        [*chosen, *memory_keys, *PYTHON_HEAP],
         window=window,
         worker_id=worker,
         labels={**PROCESS_MB, **PYTHON_HEAP},
@@ -116,6 +131,17 @@ def build_charts_page(
     return ChartsPage(window, charts, caches, discord, chosen, workers, worker, marks)
 
 
+def _window(range_name: str | None, *, now: datetime) -> TimeRange:
+    if range_name in RANGES:
+        return chart_window(range_name, now=now)
+    return chart_window(None, now=now, first_sample_at=first_sample_at(CACHE_SIZES))
+
+
+def _has_limit(sample: dict[str, Any]) -> bool:
+    # Rows from before the source was recorded carry a limit of unknown origin.
+    return sample.get("memory_limit_source") not in NOT_A_CONTAINER_LIMIT
+
+
 def _charts(
     process: list[Any],
     host: list[Any],
@@ -125,11 +151,17 @@ def _charts(
     marks: list[tuple[datetime, str]],
 ) -> list[Chart]:
     sizes, memory = process[:chosen], process[chosen:]
-    heap_at = len(PROCESS_MB)
+    limit = any(s.key == LIMIT_KEY for s in memory)
+    heap_at = len(memory) - len(PYTHON_HEAP)
     mb_at = len(HOST_MB)
+    memory_title = (
+        "Process memory vs container limit (MB)"
+        if limit
+        else "Process memory (MB; no container limit set)"
+    )
     specs = [
         ("Cache sizes (entries resident, not populations)", "", sizes),
-        ("Process memory vs limit (MB)", " MB", memory[:heap_at]),
+        (memory_title, " MB", memory[:heap_at]),
         ("Python heap (allocated blocks)", "", memory[heap_at:]),
         ("Host memory (MB)", " MB", host[:mb_at]),
         ("Host memory pressure (PSI, % of time stalled)", " %", host[mb_at:]),

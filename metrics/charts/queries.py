@@ -31,6 +31,10 @@ RANGES: dict[str, timedelta] = {
     "week": timedelta(days=7),
 }
 DEFAULT_RANGE = "day"
+FITTED = "fitted"
+#: The default range shrinks to the data when the data is younger than it
+#: (a fresh worker's first minutes), but never below this span.
+MIN_FITTED_SPAN = timedelta(minutes=1)
 MAX_POINTS = 240
 # Rows the memory guard and the emergency clearer write when they act.
 EMERGENCY_METRICS = ("memory_emergency_entered", "emergency_cache_clear")
@@ -59,11 +63,36 @@ class Series:
         return self.points[-1][1] if self.points else None
 
 
-def chart_window(name: str | None, *, now: datetime | None = None) -> TimeRange:
-    """Return the time range called `name` ("hour", "day", "week") ending now."""
-    name = name if name in RANGES else DEFAULT_RANGE
+def chart_window(
+    name: str | None,
+    *,
+    now: datetime | None = None,
+    first_sample_at: datetime | None = None,
+) -> TimeRange:
+    """Return the time range called `name` ("hour", "day", "week") ending now.
+
+    Without a known name it is the default range, fitted to the data when the
+    data is younger: from `first_sample_at` (the oldest stored sample) to
+    now, at least MIN_FITTED_SPAN long, and named "fitted".
+    """
     until = now or timezone.now()
-    return TimeRange(name=name, since=until - RANGES[name], until=until)
+    if name in RANGES:
+        return TimeRange(name=name, since=until - RANGES[name], until=until)
+    since = until - RANGES[DEFAULT_RANGE]
+    if first_sample_at is None or first_sample_at <= since:
+        return TimeRange(name=DEFAULT_RANGE, since=since, until=until)
+    since = min(first_sample_at, until - MIN_FITTED_SPAN)
+    return TimeRange(name=FITTED, since=since, until=until)
+
+
+def first_sample_at(metric_name: str) -> datetime | None:
+    """Return when the oldest stored `metric_name` sample was taken (None: none is)."""
+    return (
+        MetricSample.objects.filter(metric_name=metric_name)
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
 
 
 def _in_window(metric_name: str, window: TimeRange) -> QuerySet[MetricSample]:

@@ -25,6 +25,8 @@ PALETTE = (
     "#17becf",
 )
 MARK_COLOUR = "#c0392b"
+#: Ranges up to this many seconds (a fitted range) label the axis with seconds.
+SECONDS_ON_AXIS = 15 * 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +160,14 @@ def _grid(frame: Frame) -> list[str]:
 
 
 def _time_axis(frame: Frame, window: TimeRange) -> list[str]:
-    pattern = "%a %d %H:%M" if window.name == "week" else "%H:%M"
+    span = (window.until - window.since).total_seconds()
+    pattern = (
+        "%a %d %H:%M"
+        if window.name == "week"
+        else "%H:%M:%S"
+        if span <= SECONDS_ON_AXIS
+        else "%H:%M"
+    )
     ticks = []
     base = frame.height - frame.bottom
     for step in range(6):

@@ -79,7 +79,7 @@ def test_staff_without_the_permission_sees_no_buttons_and_gets_403(
     assert response.status_code == 200
     html = response.content.decode()
     assert f'data-cache="{TEST_CACHE}"' in html
-    assert "Clear every clearable cache" not in html
+    assert 'id="clear-all"' not in html  # the legend still names the button
     assert reverse("admin:caches_clear_cache") not in html
     assert '<form method="post"' not in html
     for name, data in ACTIONS.items():

@@ -169,3 +169,77 @@ def test_charts_need_the_view_permission(staff_client) -> None:  # type: ignore[
 def test_an_empty_range_says_there_is_no_data(admin_client) -> None:  # type: ignore[no-untyped-def]
     html = admin_client.get(reverse(CHARTS), {"range": "hour"}).content.decode()
     assert html.count("no samples in this range") == 5
+
+
+def _young_samples(*, source: str, ages: tuple[int, ...] = (90, 50, 10)) -> None:
+    now = timezone.now()
+    MetricSample.objects.bulk_create(
+        MetricSample(
+            metric_name="cache_sizes",
+            fields={
+                "worker_id": "w1",
+                "user": age,
+                "rss_mb": 120.0 + age,
+                "memory_limit_mb": 24_000.0 if source == "host_total" else 512.0,
+                "memory_limit_source": source,
+                "python_allocated_blocks": 90_000,
+            },
+            created_at=now - timedelta(seconds=age),
+        )
+        for age in ages
+    )
+
+
+def test_the_default_range_is_fitted_to_young_data(admin_client) -> None:  # type: ignore[no-untyped-def]
+    _young_samples(source="host_total")
+    first = MetricSample.objects.order_by("created_at").first()
+    assert first is not None
+    page = build_charts_page(range_name=None)
+    assert page.window.name == "fitted"
+    assert page.window.since == first.created_at  # not a day of empty axis
+    sizes = page.charts[0]
+    assert [item.points for item in sizes.legend] == [3]
+    html = admin_client.get(reverse(CHARTS)).content.decode()
+    assert 'id="range-fitted" checked' in html
+    assert re.search(r">\d\d:\d\d:\d\d</text>", html)  # seconds on a short axis
+
+
+def test_an_old_series_keeps_the_day_and_a_chosen_range_wins() -> None:
+    now = timezone.now()
+    window = chart_window(None, now=now, first_sample_at=now - timedelta(days=3))
+    assert (window.name, window.since) == ("day", now - timedelta(days=1))
+    window = chart_window(None, now=now, first_sample_at=now - timedelta(seconds=5))
+    assert (window.name, window.since) == ("fitted", now - timedelta(minutes=1))
+    window = chart_window("hour", now=now, first_sample_at=now - timedelta(seconds=5))
+    assert (window.name, window.since) == ("hour", now - timedelta(hours=1))
+
+
+def test_without_a_container_limit_memory_is_scaled_to_the_data() -> None:
+    _young_samples(source="host_total")
+    memory = build_charts_page(range_name=None).charts[1]
+    assert memory.title == "Process memory (MB; no container limit set)"
+    assert [item.label for item in memory.legend] == ["RSS", "libvips tracked"]
+    # The axis tops out near RSS (210 MB), not at the host's 24 GB.
+    assert ">250</text>" in memory.svg and "24k" not in memory.svg
+
+
+def test_a_container_limit_is_drawn_beside_rss() -> None:
+    _young_samples(source="cgroup_v2")
+    memory = build_charts_page(range_name=None).charts[1]
+    assert memory.title == "Process memory vs container limit (MB)"
+    assert [item.label for item in memory.legend] == [
+        "RSS",
+        "memory limit",
+        "libvips tracked",
+    ]
+    assert memory.legend[1].last_value == 512.0
+
+
+def test_the_fitted_default_adds_one_index_backed_query(samples) -> None:  # type: ignore[no-untyped-def]
+    with CaptureQueriesContext(connection) as captured:
+        page = build_charts_page(range_name=None)
+    queries = _sample_queries(captured)
+    assert len(captured.captured_queries) == len(queries) == 5
+    for sql in queries:
+        assert INDEX in _plan(sql), sql
+    assert page.window.name == "day"  # two months of samples: the whole default

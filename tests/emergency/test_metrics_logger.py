@@ -51,7 +51,11 @@ async def test_first_sample_is_taken_at_start(
     clock, stop = FakeClock(), asyncio.Event()
     wait = _ticker(clock, stop, ticks=1)
     logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL, worker_id="w1", clock=clock, wait=wait
+        interval_seconds=INTERVAL,
+        worker_id="w1",
+        clock=clock,
+        wait=wait,
+        startup_period_seconds=0,
     )
     await logger.run(stop)
     (line,) = metric_lines.named("cache_sizes")
@@ -122,6 +126,7 @@ async def test_logger_keeps_its_cadence_while_the_database_is_down(
         writer=writer,
         clock=clock,
         wait=wait,
+        startup_period_seconds=0,
     )
     try:
         async with asyncio.timeout(10):  # an insert awaited on the loop would hang
@@ -176,10 +181,40 @@ async def test_a_stall_skips_missed_ticks_instead_of_bursting(
             stop.set()
 
     logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL, worker_id="w1", clock=clock, wait=wait
+        interval_seconds=INTERVAL,
+        worker_id="w1",
+        clock=clock,
+        wait=wait,
+        startup_period_seconds=0,
     )
     await logger.run(stop)
     assert waits == [INTERVAL, INTERVAL, INTERVAL]
+
+
+async def test_start_up_samples_come_every_15_s_for_five_minutes(
+    user_cache: BoundedTTLCache, metric_lines: Any
+):
+    clock, stop = FakeClock(), asyncio.Event()
+    wait = _ticker(clock, stop, ticks=24)
+    logger = CacheMetricsLogger(
+        interval_seconds=INTERVAL, worker_id="w1", clock=clock, wait=wait
+    )
+    await logger.run(stop)
+    # Samples at 0, 15, ..., 285 s, then 300 s: the interval from there on.
+    assert wait.waits == [15.0] * 20 + [INTERVAL] * 4
+    assert len(metric_lines.named("cache_sizes")) == 24
+
+
+async def test_start_up_never_samples_slower_than_a_short_interval(
+    user_cache: BoundedTTLCache,
+):
+    clock, stop = FakeClock(), asyncio.Event()
+    wait = _ticker(clock, stop, ticks=3)
+    logger = CacheMetricsLogger(
+        interval_seconds=5.0, worker_id="w1", clock=clock, wait=wait
+    )
+    await logger.run(stop)
+    assert wait.waits == [5.0, 5.0, 5.0]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -67,7 +67,10 @@ def presets(avatar_dir: Path):
 
 def test_warm_loads_valid_pngs_only(run, presets, settings, django_assert_num_queries):
     settings.PRESET_AVATAR_MAX_BYTES = 1024
-    assert run(initialize_preset_avatar_cache) == 1
+    # One entry per preset, as the dashboard's size shows; one valid PNG.
+    assert run(initialize_preset_avatar_cache) == 6
+    assert registry.stats()["preset_avatar"]["size"] == 6
+    assert layer.count_valid_avatars() == 1
     with django_assert_num_queries(0):
         good = get_cached_preset_avatar(presets["good"].id)
         assert good is not None and good.png == tiny_png()

@@ -204,7 +204,10 @@ class BotWorker:
     async def _warm_caches(self) -> None:
         from caches.layers import load_all
         from caches.layers.llm import initialize_llm_cache
-        from caches.layers.preset_avatar import initialize_preset_avatar_cache
+        from caches.layers.preset_avatar import (
+            count_valid_avatars,
+            initialize_preset_avatar_cache,
+        )
 
         load_all()
         if not await initialize_llm_cache():
@@ -214,7 +217,11 @@ class BotWorker:
         await self._start_catalogs()
         try:
             count = await initialize_preset_avatar_cache()
-            logger.info("preset avatars warmed: %d", count)
+            logger.info(
+                "preset avatars warmed: %d (%d with a valid PNG)",
+                count,
+                count_valid_avatars(),
+            )
         except Exception as exc:  # noqa: BLE001 (re-warmed lazily)
             logger.warning("preset avatars not warmed: %s", exc)
 
