@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock
-from caches.layers._support import knob, minutes_setting, sweep_interval
+from caches.layers._support import knob, minutes_setting, parse_int, sweep_interval
 from caches.registry import EmergencyPolicy, registry
 
 V = TypeVar("V")
@@ -130,10 +130,7 @@ class MessageKeyedCache(Generic[V]):
 
 def parse_snowflake(text: str) -> int:
     """Turn an operator-typed Discord id into a key, or raise ValueError."""
-    value = int(text.strip())
-    if value <= 0:
-        raise ValueError("a Discord id is a positive integer")
-    return value
+    return parse_int(text)
 
 
 def message_keyed_layer(

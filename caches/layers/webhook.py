@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from caches.core import BoundedTTLCache, DoNotCache
-from caches.layers._support import run_db
+from caches.layers._support import parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.crypto import (
     EncryptedSecret,
@@ -374,11 +374,11 @@ def parse_webhook_key(text: str) -> Hashable:
     """Turn `<channel>`, `<channel>:<persona>` or `failed:<channel>` into a key."""
     text = text.strip()
     if text.startswith(f"{_FAILED}:"):
-        return _failure_key(int(text.removeprefix(f"{_FAILED}:")))
+        return _failure_key(parse_int(text.removeprefix(f"{_FAILED}:")))
     channel, sep, persona = text.partition(":")
     if not sep:
-        return int(channel)
-    return persona_webhook_key(int(channel), int(persona))
+        return parse_int(channel)
+    return persona_webhook_key(parse_int(channel), parse_int(persona))
 
 
 registry.register(

@@ -502,3 +502,25 @@ async def test_invalidate_drops_the_key_from_every_member(name, driver) -> None:
         assert registry.invalidate(name, key) == holders, label
         assert not any(key in other for other in dropping.values()), label
         assert resident(name) == before - holders
+
+
+@pytest.mark.parametrize(
+    ("cache", "text"),
+    [
+        ("webhook", "0"),
+        ("webhook", "１２３"),
+        ("webhook", "5:" + "9" * 400),
+        ("short_term_memory", "shortterm:user:0:5"),
+        ("short_term_memory", "shortterm:user:１:5"),
+        ("voice_transcript", "0"),
+        ("voice_transcript", "9" * 30),
+    ],
+)
+def test_operator_keys_follow_the_id_rules_in_every_layer(
+    cache: str, text: str
+) -> None:
+    from caches.layers import load_all
+
+    load_all()
+    with pytest.raises(ValueError):
+        registry.parse_key(cache, text)

@@ -9,7 +9,7 @@ USER = "user"
 SERVER = "server"
 PREFIX = "shortterm:"
 
-_KEY_RE = re.compile(r"^shortterm:(user|server):(\d+):(\d+)(?::(\d+))?$")
+_KEY_RE = re.compile(r"^shortterm:(user|server):([0-9]+):([0-9]+)(?::([0-9]+))?$")
 
 
 def user_short_term_memory_key(
@@ -54,5 +54,11 @@ def parse_short_term_memory_key(text: str) -> ParsedKey:
 
 def parse_registry_key(text: str) -> str:
     """Validate an operator-typed key and return it as the cache key."""
-    parse_short_term_memory_key(text)
+    from tomori.models.validation import parse_snowflake
+
+    parsed = parse_short_term_memory_key(text)
+    ids = (parsed.owner, parsed.channel_disc_id, parsed.persona_id)
+    for value in ids:
+        if value is not None:
+            parse_snowflake(str(value))  # 1..2^63-1, like every operator id
     return text.strip()
