@@ -331,9 +331,9 @@ class SimulatorProcess:
 
 async def memory_run(scenario_name: str, total: int, batch: int) -> dict[str, Any]:
     """Phase 2 (a child process): RSS of a real client + pipeline under traffic."""
+    from caches.discord_caches import count_discord_caches, run_discord_sweepers
     from caches.registry import registry
     from tomori.bot.client import build_client, skip_identify_wait
-    from tomori.bot.discord_caches import count_discord_caches, run_discord_sweepers
     from tomori.bot.pipeline import MessagePipeline
     from tomori.bot.simulator import pointed_at
 

@@ -133,7 +133,7 @@ def _clear_entry(run: _Run, entry: RegisteredCache, *, include_stm: bool) -> Non
 
 def _clear_discord(run: _Run, client: Any) -> None:
     # Imported here: caches/ must not pull in discord.py for the admin process.
-    from tomori.bot.discord_caches import clear_discord_volatile
+    from caches.discord_caches import clear_discord_volatile
 
     counts = run.step(DISCORD_STEP, lambda: clear_discord_volatile(client))
     if counts is not None:

@@ -52,7 +52,7 @@ class MemoryGuard:
         rss_source: Callable[[], int | None] = read_rss_bytes,
         clock: Callable[[], float] = time.monotonic,
         collect: Callable[[], object] = gc.collect,
-        on_metric: Callable[[str, dict], None] | None = None,
+        on_metric: Callable[[str, dict], object] | None = None,
     ) -> None:
         if limit_bytes <= 0:
             raise ValueError(f"limit_bytes must be > 0, got {limit_bytes}")

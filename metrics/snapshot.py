@@ -44,7 +44,7 @@ def _registry_sizes() -> dict[str, int]:
 
 
 def _discord_counts(client: Any) -> dict[str, int]:
-    from tomori.bot.discord_caches import count_discord_caches
+    from caches.discord_caches import count_discord_caches
 
     try:
         counts = count_discord_caches(client)

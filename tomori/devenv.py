@@ -173,7 +173,12 @@ def serve_redis(argv: list[str], *, port: int) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
-    threading.Thread(target=lambda: (server.wait(), stop.set()), daemon=True).start()
+
+    def watch() -> None:
+        server.wait()
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
     stop.wait()
     if server.poll() is None:
         _wait_for_clients_to_leave(port, timeout=REDIS_CLIENTS_GRACE_SECONDS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -174,7 +175,7 @@ def _bound_database_waits(db: dict, knobs: dict) -> None:  # type: ignore[type-a
 _bound_database_waits(DATABASES["default"], _knob_values)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {

@@ -36,7 +36,7 @@ def _caches(context: WorkerContext) -> dict[str, Any]:
 def _discord(client: Any) -> dict[str, Any]:
     if client is None:
         return {}
-    from tomori.bot.discord_caches import count_discord_caches
+    from caches.discord_caches import count_discord_caches
 
     return dict(count_discord_caches(client))
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from caches.discord_caches import sweep_members
 from tests.bot.conftest import Bot, allowed_member, busiest_guild, text_channel
-from tomori.bot.discord_caches import sweep_members
 from tomori.bot.pipeline import Outcome
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from caches.core import FakeClock
-from tomori.bot.discord_caches import (
+from caches.discord_caches import (
     SweepIntervals,
     clear_discord_volatile,
     count_discord_caches,

@@ -122,11 +122,13 @@ class _HoldableValuesMixin:
         return super().optgroups(name, kept, attr)  # type: ignore[misc]
 
 
-class SafeAutocompleteSelect(_HoldableValuesMixin, AutocompleteSelect):
+class SafeAutocompleteSelect(_HoldableValuesMixin, AutocompleteSelect):  # type: ignore[misc]
     """AutocompleteSelect that re-renders a bad submitted id instead of raising."""
 
 
-class SafeAutocompleteSelectMultiple(_HoldableValuesMixin, AutocompleteSelectMultiple):
+class SafeAutocompleteSelectMultiple(  # type: ignore[misc]
+    _HoldableValuesMixin, AutocompleteSelectMultiple
+):
     """AutocompleteSelectMultiple that re-renders bad submitted ids instead of raising."""
 
 
@@ -134,7 +136,7 @@ class SafeModelMultipleChoiceField(forms.ModelMultipleChoiceField):
     """A many-to-many field whose ids must fit the key before any query is built."""
 
     def _check_values(self, value: Any) -> Any:
-        if isinstance(value, list | tuple):
+        if isinstance(value, list | tuple) and self.queryset is not None:
             opts = self.queryset.model._meta
             target = (
                 opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
@@ -146,7 +148,7 @@ class SafeModelMultipleChoiceField(forms.ModelMultipleChoiceField):
                         code="invalid_pk_value",
                         params={"pk": str(raw)[:40]},
                     )
-        return super()._check_values(value)
+        return super()._check_values(value)  # type: ignore[misc]
 
 
 class HostileInputAdminMixin(ModelAdmin):

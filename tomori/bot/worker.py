@@ -47,6 +47,7 @@ from caches.catalogs.service import (
 )
 from caches.consistency import ConsistencyWatcher
 from caches.db_outage import check_database
+from caches.discord_caches import run_discord_sweepers
 from caches.emergency import install_emergency_handler
 from caches.layers._database import database_calls
 from caches.media import apply_libvips_settings
@@ -56,7 +57,6 @@ from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
-from tomori.bot.discord_caches import run_discord_sweepers
 from tomori.bot.lock import ShardLock, lock_names
 
 logger = logging.getLogger(__name__)

@@ -57,7 +57,7 @@ class SnowflakeField(models.BigIntegerField):
     description = "Discord id (1 to 2^63-1)"
     default_validators = [validate_snowflake]
 
-    def formfield(self, **kwargs: Any) -> Any:
+    def formfield(self, **kwargs: Any) -> Any:  # type: ignore[override]
         defaults = {"form_class": SnowflakeFormField, "min_value": 1}
         return super().formfield(**{**defaults, **kwargs})
 
@@ -139,5 +139,5 @@ class SafeJSONField(models.JSONField):
 
     default_validators = [validate_json_value]
 
-    def formfield(self, **kwargs: Any) -> Any:
+    def formfield(self, **kwargs: Any) -> Any:  # type: ignore[override]
         return super().formfield(**{"form_class": SafeJSONFormField, **kwargs})
