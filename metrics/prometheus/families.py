@@ -1,4 +1,4 @@
-"""Metric families of caches, discord.py, turns and the worker, from figures it keeps."""
+"""Metric families of caches, discord.py, turns and the worker, from figures it keeps.
 
 Names follow Prometheus conventions: a `tomori_` prefix, base units (bytes,
 seconds), `_total` on counters. Labels are bounded: cache names, shard ids,
