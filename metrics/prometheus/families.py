@@ -56,8 +56,12 @@ def cache_families(stats: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
         stat: CounterMetricFamily(f"tomori_cache_{stat}", text, labels=["cache"])
         for stat, text in CACHE_COUNTERS.items()
     }
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        **gauges,
+        **counters,
+    }
     for name, figures in stats.items():
-        for stat, family in (*gauges.items(), *counters.items()):
+        for stat, family in families.items():
             value = number(figures.get(stat))
             if value is not None:
                 family.add_metric([name], value)
@@ -146,7 +150,7 @@ def turn_families(counters: Any, timings: Any) -> Iterator[Metric]:
             value=counters.errors,
         )
     if timings is not None:
-        series = {
+        series: dict[tuple[str, ...], tuple[list[tuple[str, int]], float]] = {
             (str(outcome),): counts.cumulative()
             for outcome, counts in dict(timings.by_outcome).items()
         }
