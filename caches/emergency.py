@@ -19,7 +19,9 @@ import ctypes.util
 import functools
 import gc
 import logging
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -89,6 +91,35 @@ class EmergencyClearResult:
         fields.update({f"{k}_after": v for k, v in self.memory_after.items()})
         fields.update({f"{k}_delta_clear": v for k, v in self.memory_delta.items()})
         return fields
+
+
+class EmergencyTotals:
+    """What every emergency clear of this process did so far (the metrics endpoint reads it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.runs: Counter[str] = Counter()  # by source
+        self.skipped = 0
+        self.cleared: Counter[str] = Counter()  # entries, by cache name
+
+    def note(self, result: EmergencyClearResult) -> None:
+        """Add one clear's outcome."""
+        with self._lock:
+            if result.skipped:
+                self.skipped += 1
+                return
+            self.runs[result.source or "unknown"] += 1
+            self.cleared.update(result.cleared)
+            self.cleared.update(result.discord_cleared)
+
+    def snapshot(self) -> tuple[dict[str, int], int, dict[str, int]]:
+        """Return copies of (runs by source, skipped runs, entries cleared by cache)."""
+        with self._lock:
+            return dict(self.runs), self.skipped, dict(self.cleared)
+
+
+#: This process's totals.
+totals = EmergencyTotals()
 
 
 def compute_memory_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict:
@@ -214,6 +245,7 @@ def _skipped(source: str | None) -> EmergencyClearResult:
         "emergency cache clear skipped: EMERGENCY_CACHE_CLEAR_ENABLED is false"
     )
     result = EmergencyClearResult(source=source, skipped=True)
+    totals.note(result)
     emit_metric(METRIC_NAME, result.as_dict())
     return result
 
@@ -228,6 +260,7 @@ def _report(result: EmergencyClearResult) -> None:
         result.memory_after.get("rss_mb"),
         ", ".join(result.failed_steps) or "none",
     )
+    totals.note(result)
     emit_metric(METRIC_NAME, result.as_dict())
 
 

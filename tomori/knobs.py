@@ -9,6 +9,7 @@ README's settings table is checked against this table by the test suite.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ class Knob:
     """One env variable: how to parse it, what it defaults to, what it does."""
 
     name: str
-    kind: str  # "int", "float", "bool", "str", "url" (http or https, with a host)
+    kind: str  # "int", "float", "bool", "str", "url" (http(s), with a host), "ip"
     default: Any
     help: str
     group: str
@@ -41,6 +42,8 @@ class Knob:
             return "a string"
         if self.kind == "url":
             return "an http:// or https:// URL with a host"
+        if self.kind == "ip":
+            return "an IPv4 or IPv6 address, e.g. 127.0.0.1, 0.0.0.0 or ::"
         noun = "an integer" if self.kind == "int" else "a number"
         low, high = self.minimum, self.maximum
         if low is not None and high is not None:
@@ -81,6 +84,7 @@ V = "libvips (native image memory)"
 D = "Discord worker and sweepers"
 B = "Invalidation delivery"
 W = "Database waits and durable writes"
+P = "Prometheus and health"
 
 KNOBS: tuple[Knob, ...] = (
     # Cache layers: TTLs (spec "Recommended Env Knobs") and caps (ours).
@@ -725,6 +729,60 @@ KNOBS: tuple[Knob, ...] = (
         minimum=5,
         maximum=10080,
     ),
+    # Prometheus and health (observability in the operator's own tools).
+    Knob(
+        "METRICS_PORT",
+        "int",
+        None,
+        "Port of a bot worker's HTTP endpoint: Prometheus metrics on /metrics, probes on /healthz and /readyz. Unset: no endpoint. 0 picks a free port (logged). One port per runbot process: give each shard process on a host its own.",
+        P,
+        minimum=0,
+        maximum=65535,
+        optional=True,
+    ),
+    Knob(
+        "METRICS_ADDRESS",
+        "ip",
+        "127.0.0.1",
+        "Address the worker's metrics endpoint binds; 0.0.0.0 (or ::) lets a scraper on another host in.",
+        P,
+    ),
+    Knob(
+        "METRICS_REFRESH_SECONDS",
+        "float",
+        15.0,
+        "How often a worker recomputes, on its event loop, the figures a scrape must not walk from its own thread: discord.py cache counts and the cache size estimates.",
+        P,
+        minimum=1,
+        maximum=3600,
+    ),
+    Knob(
+        "METRICS_SIZE_SAMPLE_ENTRIES",
+        "int",
+        32,
+        "Entries sampled per cache map for tomori_cache_estimated_bytes (a deep sys.getsizeof scaled to the entry count); 0 turns the estimate off.",
+        P,
+        minimum=0,
+        maximum=10000,
+    ),
+    Knob(
+        "HEALTH_MIN_LIVE_WORKERS",
+        "int",
+        1,
+        "Live bot workers the admin's readiness URL /health/ready/ requires; 0 lists them without requiring any.",
+        P,
+        minimum=0,
+        maximum=10000,
+    ),
+    Knob(
+        "HEALTH_CHECK_TIMEOUT_SECONDS",
+        "float",
+        2.0,
+        "How long /health/ready/ waits for the database and for Redis before it reports them down.",
+        P,
+        minimum=0.1,
+        maximum=60,
+    ),
 )
 
 KNOBS_BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
@@ -743,7 +801,7 @@ DEBUG_KNOB = Knob(
 def parse_knob(knob: Knob, raw: str | None) -> tuple[Any, str | None]:
     """Return (value, error) for one raw env string; error names the variable."""
     if raw is None or (
-        raw.strip() == "" and (knob.optional or knob.kind in ("str", "url"))
+        raw.strip() == "" and (knob.optional or knob.kind in ("str", "url", "ip"))
     ):
         return (None if knob.optional else knob.default), None
     text = raw.strip()
@@ -763,6 +821,7 @@ def _convert(knob: Knob, text: str) -> Any:
         "bool": _to_bool,
         "str": str,
         "url": http_url_or_none,
+        "ip": _to_ip,
     }
     return converters[knob.kind](text)
 
@@ -780,6 +839,13 @@ def _to_float(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _to_ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 def _to_bool(text: str) -> bool | None:

@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from metrics.prometheus.buckets import LAG_BUCKETS, BucketCounts
+
 COUNTERS = (
     "received",
     "applied",
@@ -74,6 +76,7 @@ class BusStats:
         self._cond = threading.Condition()
         self._counts = dict.fromkeys(COUNTERS, 0)
         self._lag = LagWindow(lag_window)
+        self._lag_buckets = BucketCounts(LAG_BUCKETS)
         self.connected = False
 
     def incr(self, name: str, amount: int = 1) -> None:
@@ -94,7 +97,13 @@ class BusStats:
             self._counts["applied"] += 1
             if lag is not None:
                 self._lag.add(lag)
+                self._lag_buckets.observe(lag)
             self._cond.notify_all()
+
+    def lag_histogram(self) -> tuple[list[tuple[str, int]], float]:
+        """Return every lag sample so far as cumulative buckets (le, count) and sum."""
+        with self._cond:
+            return self._lag_buckets.cumulative()
 
     def snapshot(self) -> dict[str, Any]:
         """Return every counter, the connected flag and the lag summary."""

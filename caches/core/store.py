@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping
+from itertools import islice
 from typing import Any, Generic, TypeVar, cast, overload
 
 from caches.core.clock import Clock
@@ -151,6 +152,14 @@ class ExpiringStore(Generic[K, V]):
         """Return a snapshot of the live (key, value) pairs."""
         self._expire_due()
         return list(self._data.items())
+
+    def sample_items(self, limit: int) -> list[tuple[K, V]]:
+        """Return up to `limit` stored (key, value) pairs, expired ones included.
+
+        No side effects (nothing expires, nothing is counted), for size
+        estimates; it iterates the map, so call it on the cache's own thread.
+        """
+        return list(islice(self._data.items(), max(limit, 0)))
 
     def keys_in_scope(self, scope: str, value: Hashable) -> list[K]:
         """Return the live keys whose scope `scope` includes `value` (no scan)."""

@@ -1,6 +1,8 @@
 """The bot worker: start-up in the documented order, the timers, and a clean shutdown.
 
 Start-up order (settings were validated by the command's system checks):
+0. the metrics endpoint with its probes, when METRICS_PORT is set (not ready
+   until the caches are warmed and the gateway is connected);
 1. libvips limits, before any image work (they configure one shared instance);
 2. subscribe to the bus (invalidations and operator commands) — before
    warming, so no invalidation committed during the warm-up is missed;
@@ -56,6 +58,7 @@ from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
+from metrics.prometheus.worker import WorkerObservability, observability_from_settings
 from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.lock import ShardLock, lock_names
 
@@ -146,6 +149,7 @@ class BotWorker:
         )
         self.context: WorkerContext | None = None
         self.admin_port: int | None = None
+        self.observability: WorkerObservability | None = None
         self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
         self.exit_reason = ""  # why run() returned non-zero
         self._running = _Running()
@@ -180,6 +184,8 @@ class BotWorker:
 
     async def start(self) -> None:
         """Bring the worker up in the documented order."""
+        if not self._start_metrics():
+            return
         effective = apply_libvips_settings(
             concurrency=settings.SHARP_CONCURRENCY,
             cache_memory_mb=settings.SHARP_CACHE_MEMORY_MB,
@@ -192,6 +198,8 @@ class BotWorker:
         # be missed.
         self._subscribe()
         await self._warm_caches()
+        if self.observability is not None:
+            self.observability.caches_warmed()
         assert self.context is not None
         self.context.catalogs = self.catalogs
         self._start_timers()
@@ -200,6 +208,26 @@ class BotWorker:
         await self._log_in()
         self.ready.set()
         logger.info("worker %s is up", self.worker_id)
+
+    def _start_metrics(self) -> bool:
+        """Serve /metrics, /healthz and /readyz when METRICS_PORT is set; False if it cannot."""
+        observability = observability_from_settings(self)
+        if observability is None:
+            return True
+        try:
+            observability.start()
+        except OSError as exc:
+            self.exit_reason = (
+                f"cannot serve metrics on {settings.METRICS_ADDRESS}:"
+                f"{settings.METRICS_PORT} (METRICS_ADDRESS/METRICS_PORT): {exc}"
+            )
+            logger.error("%s", self.exit_reason)
+            self.stop()
+            return False
+        self.observability = observability
+        self._running.cleanups.append(observability.stop)
+        self._spawn(observability.run(self.stop_event), "metrics-endpoint")
+        return True
 
     async def _warm_caches(self) -> None:
         from caches.layers import load_all

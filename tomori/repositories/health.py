@@ -29,3 +29,17 @@ def ping_database() -> None:
     drop_broken_connections()
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT 1")
+
+
+def probe_database(alias: str = "default") -> None:
+    """Run `SELECT 1` on a connection of its own, then close it (raises when down).
+
+    For the admin's readiness URL: a probe thread must not keep a connection.
+    """
+    connection = connections[alias]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    finally:
+        connection.close()
