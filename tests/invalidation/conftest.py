@@ -328,6 +328,7 @@ def _restore(entry: RegisteredCache) -> None:
         key_help=entry.key_help,
         parse_key=entry.parse_key,
         ops=entry.ops,
+        reload=entry.reload,
     )
 
 

@@ -159,7 +159,8 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     survivors = {name: pid for name, pid in pids.items() if _group_alive(pid)}
     assert survivors == {}
     assert not _alive(redis_server)
-    # Redis stopped last: the bot released its lock and withdrew its snapshot.
+    # Redis waits for its clients (up to a grace period under honcho's own
+    # kill timeout): the bot released its lock and withdrew its snapshot.
     stopping = running.output[running.output.index("SIGINT received") :]
     assert "Connection refused" not in stopping
-    assert stopping.index("bot.1 stopped") < stopping.index("redis.1 stopped")
+    assert "could not release the shard lock" not in stopping
