@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.db import connection, connections
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -239,21 +239,6 @@ def test_cache_stats_names_the_database_when_it_is_down(
 
 
 # ------------------------------------------------------------------- database down
-
-
-@pytest.fixture
-def proxied_database(pg_proxy) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    """Route the default connection through `pg_proxy` (restored afterwards)."""
-    conn = connections["default"]
-    saved = (conn.settings_dict["HOST"], conn.settings_dict["PORT"])
-    conn.close()
-    conn.settings_dict["HOST"], conn.settings_dict["PORT"] = "127.0.0.1", pg_proxy.port
-    try:
-        yield pg_proxy
-    finally:
-        pg_proxy.forward()
-        conn.close()
-        conn.settings_dict["HOST"], conn.settings_dict["PORT"] = saved
 
 
 @pytest.mark.django_db(transaction=True)
