@@ -157,7 +157,7 @@ async def refresh_figures(
     It yields to the loop after the discord.py counts and after each cache,
     so no step holds the loop longer than one cache's sampled walk.
     """
-    from tomori.bot.discord_caches import count_discord_caches
+    from caches.discord_caches import count_discord_caches
 
     started = time.perf_counter()
     figures.discord = {} if client is None else dict(count_discord_caches(client))
