@@ -41,6 +41,8 @@ ENV_FILE_VARIABLE = "TOMORI_ENV_FILE"
 DEFAULT_REDIS_PORT = 6390
 DEFAULT_OPENROUTER_PORT = 8089
 DEFAULT_ADMIN_PORT = 8000
+#: The bot's Prometheus endpoint in `make run` (off in production unless set).
+DEFAULT_METRICS_PORT = 9108
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 FAKE_OPENROUTER_PATH = "/api/v1"
 # Under honcho's 5 s between SIGTERM and SIGKILL.
@@ -62,7 +64,13 @@ def env_file_path() -> Path:
     return path
 
 
-def development_env(*, redis_port: int, openrouter_port: int, admin_port: int) -> str:
+def development_env(
+    *,
+    redis_port: int,
+    openrouter_port: int,
+    admin_port: int,
+    metrics_port: int = DEFAULT_METRICS_PORT,
+) -> str:
     """Return the text of a development .env with freshly generated secrets."""
     database = VAR_DIR / "tomori.sqlite3"
     return "\n".join(
@@ -78,6 +86,7 @@ def development_env(*, redis_port: int, openrouter_port: int, admin_port: int) -
             f"REDIS_URL=redis://127.0.0.1:{redis_port}/0",
             f"OPENROUTER_BASE_URL=http://127.0.0.1:{openrouter_port}{FAKE_OPENROUTER_PATH}",
             f"TOMORI_ADMIN_PORT={admin_port}",
+            f"METRICS_PORT={metrics_port}",
             f"METRICS_LOG_FILE={VAR_DIR / 'log' / 'metrics.jsonl'}",
             "",
         ]
@@ -85,11 +94,19 @@ def development_env(*, redis_port: int, openrouter_port: int, admin_port: int) -
 
 
 def write_env(
-    path: Path, *, redis_port: int, openrouter_port: int, admin_port: int
+    path: Path,
+    *,
+    redis_port: int,
+    openrouter_port: int,
+    admin_port: int,
+    metrics_port: int = DEFAULT_METRICS_PORT,
 ) -> bool:
     """Create `path` as a development .env unless it exists; return whether it was written."""
     text = development_env(
-        redis_port=redis_port, openrouter_port=openrouter_port, admin_port=admin_port
+        redis_port=redis_port,
+        openrouter_port=openrouter_port,
+        admin_port=admin_port,
+        metrics_port=metrics_port,
     )
     try:
         # O_EXCL: an existing file (even one created a moment ago) is never replaced.
@@ -231,6 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     write.add_argument("--redis-port", type=int, default=DEFAULT_REDIS_PORT)
     write.add_argument("--openrouter-port", type=int, default=DEFAULT_OPENROUTER_PORT)
     write.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT)
+    write.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT)
     commands.add_parser("redis", help="run redis-server on REDIS_URL's port")
     commands.add_parser("fake-openrouter", help="serve the sample catalogs")
     return parser
@@ -243,6 +261,7 @@ def _run(args: argparse.Namespace) -> int:
             "redis_port": args.redis_port,
             "openrouter_port": args.openrouter_port,
             "admin_port": args.admin_port,
+            "metrics_port": args.metrics_port,
         }
         written = write_env(path, **ports)
         print(f"{'wrote' if written else 'kept the existing'} {path}", flush=True)

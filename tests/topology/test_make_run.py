@@ -87,7 +87,7 @@ def topology(checkout: Path) -> Iterator[tuple[Topology, Path, int]]:
     ports = ["--redis-port", str(free_port()), "--openrouter-port", str(free_port())]
     done = run_in(
         checkout, "python", "-m", "tomori.devenv", "write-env", *ports,
-        "--admin-port", str(admin_port),
+        "--admin-port", str(admin_port), "--metrics-port", str(free_port()),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with (checkout / ".env").open("a") as env_file:
