@@ -7,6 +7,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,9 +62,10 @@ class BotProcess:
         for line in self.lines:
             if text in line:
                 return line
+        deadline = time.monotonic() + timeout  # in all, however many lines come
         while True:
             try:
-                line = self._queue.get(timeout=timeout)
+                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
             except queue.Empty:
                 raise AssertionError(
                     f"no {text!r} within {timeout}s:\n{self.output}"

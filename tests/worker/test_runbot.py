@@ -86,7 +86,7 @@ def test_sigterm_exits_cleanly_and_flushes_durable_memory(
     Server.objects.update(channel_whitelist_enabled=False)  # every turn is answered
     bot = run_bot(*SIM, env={"CACHE_METRICS_INTERVAL_MS": "1000"})
     bot.wait_for("bot ready")
-    while True:  # each cache_sizes line comes a second after the last
+    for _ in range(120):  # each cache_sizes line comes a second after the last
         sample = json.loads(
             bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
         )
