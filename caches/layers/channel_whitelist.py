@@ -56,6 +56,23 @@ _cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = new_cache(
 )
 
 
+#: Distinct role sets kept for sharing (cleared whole when full: only memory).
+ROLE_SETS_MAX = 10_000
+_role_sets: dict[frozenset[int], frozenset[int]] = {}
+
+
+def intern_roles(roles: RoleSignature) -> RoleSignature:
+    """Return the one shared frozenset equal to `roles`, so cached keys share it."""
+    if roles is None:
+        return None
+    shared = _role_sets.get(roles)
+    if shared is None:
+        if len(_role_sets) >= ROLE_SETS_MAX:
+            _role_sets.clear()
+        shared = _role_sets[roles] = roles
+    return shared
+
+
 def role_signature(role_ids: Iterable[int] | None) -> RoleSignature:
     """Return the order-independent signature of a member's roles (None: unknown)."""
     return None if role_ids is None else frozenset(role_ids)
@@ -90,6 +107,9 @@ async def get_cached_whitelist_status(
     decision = cached(_cache, key)
     if decision is not MISSING:
         return decision  # type: ignore[no-any-return]
+    # Stored keys share one frozenset per distinct role set (members repeat).
+    roles = intern_roles(roles)
+    key = (server_disc_id, channel_disc_id, parent_disc_id or NO_PARENT, roles)
     return await _cache.get_or_load(
         key,
         lambda: run_db(

@@ -186,3 +186,16 @@ def test_database_error_propagates_and_caches_nothing(run, guarded, db_down):
     with pytest.raises(OperationalError):
         status(run, server, CHANNEL, role_ids=[])
     assert len(channel_whitelist._cache) == 0
+
+
+async def test_stored_keys_share_one_role_set_per_distinct_roles(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from caches.layers import channel_whitelist as layer
+
+    async def decide(*_args, **_kw):  # type: ignore[no-untyped-def]
+        return "decision"
+
+    monkeypatch.setattr(layer, "run_db", decide)
+    await layer.get_cached_whitelist_status(1, 10, role_ids=[3, 2, 1])
+    await layer.get_cached_whitelist_status(1, 11, role_ids=(1, 2, 3))
+    keys = layer._cache.keys_in_scope("server", 1)
+    assert len(keys) == 2 and keys[0][3] is keys[1][3] == frozenset({1, 2, 3})
