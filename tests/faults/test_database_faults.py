@@ -13,7 +13,7 @@ from caches.layers import short_term_memory as stm
 from caches.layers._database import DatabaseUnavailable, database_calls
 from caches.layers._support import run_db
 from tests.layers2.stm_helpers import message
-from tests.support.faults import TcpProxy
+from tests.support.faults import TcpProxy, until
 from tomori.models import ShortTermMemoryRecord
 
 db = pytest.mark.django_db(transaction=True)
@@ -27,15 +27,6 @@ def _select_one() -> int:
 
 def _stored_turns() -> dict[str, int]:
     return dict(ShortTermMemoryRecord.objects.values_list("cache_key", "turn_count"))
-
-
-async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    """Wait for `predicate()` on the loop (polling), failing after `timeout` s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def _turn(user: int, channel: int) -> None:
@@ -106,7 +97,7 @@ async def test_batches_refused_by_the_database_are_kept_until_it_is_back(
     for _ in range(3):
         for user in users:
             await _turn(user, 70)  # cached keys: the turn needs no database
-    await _until(lambda: store.writer.failures >= failures + 2)
+    await until(lambda: store.writer.failures >= failures + 2)
     assert store.writer.pending_count() > 0
     db_through_proxy.forward()
     await asyncio.wait_for(store.writer.flush(), 10)

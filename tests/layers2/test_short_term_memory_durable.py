@@ -21,6 +21,7 @@ from caches.layers.short_term_memory import (
 )
 from caches.layers.short_term_memory.durable import DurableWriter
 from tests.layers2.stm_helpers import db, durable_rows, message, remember
+from tests.support.faults import until
 from tomori.models import ShortTermMemoryRecord
 from tomori.repositories import memory as repo
 from tomori.repositories.memory import DeleteWhere
@@ -162,13 +163,6 @@ def _row(key: str, turns: int) -> repo.DurableMemory:
     return dataclasses.replace(record, turn_count=turns)
 
 
-async def _until(predicate, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met"
-        await asyncio.sleep(0.005)
-
-
 async def test_kept_writes_coalesce_per_key_newest_wins_under_a_cap(
     caplog: pytest.LogCaptureFixture, settings
 ) -> None:
@@ -177,11 +171,11 @@ async def test_kept_writes_coalesce_per_key_newest_wins_under_a_cap(
     writer = DurableWriter(lambda writes: None, max_pending=3, call=database)
     for turns in (1, 2, 3):  # one key written three times while refused
         writer.submit(_row("shortterm:user:1:1", turns), turns=1)
-        await _until(lambda n=turns: writer.failures >= n)
+        await until(lambda n=turns: writer.failures >= n)
     assert writer.pending_count() == 1 and writer.turns_behind() == 3
     for channel in (2, 3, 4, 5):
         writer.submit(_row(f"shortterm:user:1:{channel}", 1), turns=1)
-    await _until(lambda: writer.failures >= 5 and not writer._in_flight)
+    await until(lambda: writer.failures >= 5 and not writer._in_flight)
     assert writer.pending_count() == 3 and writer.dropped == 2
     assert "over 3 durable writes waiting for the database" in caplog.text
     database.accept = True
@@ -203,7 +197,7 @@ async def test_a_newer_write_queued_during_a_failed_batch_wins_over_its_retry(
     writer = DurableWriter(lambda writes: None, call=database)
     writer.submit(_row("shortterm:user:1:1", 1), turns=1)
     writer.submit(DeleteWhere(channel_disc_id=9), turns=0)
-    await _until(lambda: writer.failures >= 1)
+    await until(lambda: writer.failures >= 1)
     writer.submit(_row("shortterm:user:1:1", 2), turns=1)  # after the batch failed
     database.accept = True
     await asyncio.wait_for(writer.flush(), 5)

@@ -241,3 +241,12 @@ def proxied_url(database_url: str, proxy: TcpProxy) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     auth = netloc[0] + "@" if len(netloc) == 2 else ""
     return urlunsplit(parts._replace(netloc=f"{auth}127.0.0.1:{proxy.port}"))
+
+
+async def until(predicate, *, timeout: float = 10.0, interval: float = 0.005) -> None:  # type: ignore[no-untyped-def]
+    """Wait on the running loop until `predicate()` holds; fail after `timeout` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(interval)
