@@ -49,6 +49,8 @@ class LayerRow:
     members: dict[str, int] = field(default_factory=dict)
     population: Population | None = None
     stale_entries: int = 0  # served from a last good value after a failed reload
+    #: A sampled estimate of the bytes the entries hold (None: not estimated).
+    bytes_estimate: int | None = None
 
     @property
     def clearable(self) -> bool:
@@ -207,7 +209,13 @@ def layer_row(
         members=_int_map(stats.get("members")),
         population=population,
         stale_entries=_int(stats.get("stale_entries")),
+        bytes_estimate=_opt_int(stats.get("bytes_estimate")),
     )
+
+
+def _opt_int(value: Any) -> int | None:
+    number = _opt_number(value)
+    return None if number is None else int(number)
 
 
 def _int_map(value: Any) -> dict[str, int]:

@@ -350,3 +350,26 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
     assert "Recent turns" in page and "Renamed Tomori" in page
     assert "tomori_state" in page and "0.25 ms" in page
     assert "Consistency" in page and "0.900000" in page
+
+
+def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-def]
+    manager_client, settings, test_cache
+) -> None:
+    from types import SimpleNamespace
+
+    from tomori.bot.worker import BotWorker
+
+    settings.REDIS_URL = ""
+    context = WorkerContext(worker_id="bytes")
+    snapshot = build_worker_snapshot(context=context, started_at=0.0)
+    figures = SimpleNamespace(cache_bytes={TEST_CACHE: 3 * 2**20, "absent": 1})
+    holder = SimpleNamespace(observability=SimpleNamespace(figures=figures))
+    BotWorker._add_bytes_estimates(holder, snapshot)  # type: ignore[arg-type]
+    assert snapshot["caches"][TEST_CACHE]["bytes_estimate"] == 3 * 2**20
+    assert "absent" not in snapshot["caches"]
+    live.publish_snapshot("bytes", snapshot)
+    try:
+        page = manager_client.get(reverse(DASHBOARD)).content.decode()
+    finally:
+        live.withdraw_snapshot("bytes")
+    assert "≈ 3.0\xa0MB" in page or "≈ 3.0 MB" in page

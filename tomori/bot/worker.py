@@ -425,10 +425,20 @@ class BotWorker:
                 snapshot["turns"] = self.pipeline.counters.as_dict()
                 snapshot["recent_turns"] = self.pipeline.recent.as_list()
             snapshot["consistency"] = self.consistency.summary()
+            self._add_bytes_estimates(snapshot)
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
             return None
         return snapshot
+
+    def _add_bytes_estimates(self, snapshot: dict[str, Any]) -> None:
+        # Sampled on the loop by the metrics endpoint's refresh (METRICS_PORT).
+        if self.observability is None:
+            return
+        caches = snapshot.get("caches") or {}
+        for name, estimate in self.observability.figures.cache_bytes.items():
+            if isinstance(caches.get(name), dict):
+                caches[name]["bytes_estimate"] = estimate
 
     async def _log_in(self) -> None:
         from tomori.bot.client import build_client, skip_identify_wait
