@@ -249,10 +249,16 @@ def main() -> int:
     from pipeline import ensure_database  # benchmarks/pipeline.py
 
     ensure_database("small")
-    from django.conf import settings
+    from tomori.knobs import knobs
 
-    knobs = ("DB_CALL_TIMEOUT_SECONDS", "DB_BREAKER_OPEN_SECONDS")
-    print("knobs:", {name: getattr(settings, name) for name in knobs})
+    current = knobs()
+    print(
+        "knobs:",
+        {
+            "DB_CALL_TIMEOUT_SECONDS": current.DB_CALL_TIMEOUT_SECONDS,
+            "DB_BREAKER_OPEN_SECONDS": current.DB_BREAKER_OPEN_SECONDS,
+        },
+    )
     print(
         f"phase 1: in-process pipeline, {args.rate:g} msg/s, {args.freeze:g} s freeze"
     )

@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tomori.knobs import knobs
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
@@ -170,7 +172,7 @@ def run_all(writes: int) -> int:
     from tests.support.faults import OwnRedis
     from tomori import models as m
 
-    bound_ms = float(settings.INVALIDATION_STALENESS_BOUND_SECONDS) * 1000
+    bound_ms = knobs().INVALIDATION_STALENESS_BOUND_SECONDS * 1000
     server = m.Server.objects.create(server_disc_id=900_000_000 + os.getpid())
     persona = m.Persona.objects.create(server=server, name="bench", is_main=True)
     redis = OwnRedis().start()

@@ -25,6 +25,7 @@ from discord.presences import ClientStatus
 
 from metrics.log import log_metric
 from metrics.logger import Waiter, wait_or_stop
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -238,14 +239,13 @@ class SweepIntervals:
     @classmethod
     def from_settings(cls) -> SweepIntervals:
         """Return the intervals configured by the DISCORD_*_SWEEP_* settings."""
-        from django.conf import settings
 
         return cls(
-            messages=settings.DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS,
-            message_lifetime=settings.DISCORD_MESSAGE_LIFETIME_SECONDS,
-            members=settings.DISCORD_MEMBER_SWEEP_INTERVAL_SECONDS,
-            users=settings.DISCORD_USER_SWEEP_INTERVAL_SECONDS,
-            presences=settings.DISCORD_PRESENCE_SWEEP_INTERVAL_SECONDS,
+            messages=knobs().DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS,
+            message_lifetime=knobs().DISCORD_MESSAGE_LIFETIME_SECONDS,
+            members=knobs().DISCORD_MEMBER_SWEEP_INTERVAL_SECONDS,
+            users=knobs().DISCORD_USER_SWEEP_INTERVAL_SECONDS,
+            presences=knobs().DISCORD_PRESENCE_SWEEP_INTERVAL_SECONDS,
         )
 
 

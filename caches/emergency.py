@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from django.conf import settings
-
 from caches.registry import EmergencyPolicy, RegisteredCache, registry
 from metrics.logger import emit_metric
 from metrics.sampling import read_process_memory
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -203,12 +202,12 @@ def clear_emergency_caches(
     EMERGENCY_CACHE_CLEAR_ENABLED false this is a logged no-op. Run it on the
     event-loop thread when ``client`` is given (discord.py's caches live there).
     """
-    if not settings.EMERGENCY_CACHE_CLEAR_ENABLED:
+    if not knobs().EMERGENCY_CACHE_CLEAR_ENABLED:
         return _skipped(source)
     if include_short_term_memory is None:
-        include_short_term_memory = settings.EMERGENCY_CACHE_CLEAR_INCLUDE_STM
+        include_short_term_memory = knobs().EMERGENCY_CACHE_CLEAR_INCLUDE_STM
     if clear_discord_volatile is None:
-        clear_discord_volatile = settings.EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE
+        clear_discord_volatile = knobs().EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE
     include_stm = bool(include_short_term_memory)
     discord = client is not None and bool(clear_discord_volatile)
     started = time.perf_counter()

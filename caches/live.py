@@ -17,6 +17,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from tomori.knobs import knobs
 from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def key_prefix() -> str:
 
 def snapshot_ttl_seconds() -> float:
     """Return how long a published snapshot counts as live."""
-    return max(3 * settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, 5.0)
+    return max(3 * knobs().WORKER_SNAPSHOT_INTERVAL_SECONDS, 5.0)
 
 
 def _redis() -> Any:

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
 from metrics.log import log_metric
 from metrics.models import MetricSample
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -60,18 +60,18 @@ class MetricSampleRepository:
 
     def prune(self) -> int:
         """Delete samples older than METRIC_SAMPLE_RETENTION_DAYS; return how many."""
-        cutoff = self._now() - timedelta(days=settings.METRIC_SAMPLE_RETENTION_DAYS)
+        cutoff = self._now() - timedelta(days=knobs().METRIC_SAMPLE_RETENTION_DAYS)
         deleted, _ = MetricSample.objects.filter(created_at__lt=cutoff).delete()
         self.pruned += deleted
         return deleted
 
     def count_prunable(self) -> int:
         """Return how many samples a prune would delete now."""
-        cutoff = self._now() - timedelta(days=settings.METRIC_SAMPLE_RETENTION_DAYS)
+        cutoff = self._now() - timedelta(days=knobs().METRIC_SAMPLE_RETENTION_DAYS)
         return MetricSample.objects.filter(created_at__lt=cutoff).count()
 
     def _maybe_prune(self) -> None:
-        interval = settings.METRIC_SAMPLE_PRUNE_INTERVAL_MS / 1000
+        interval = knobs().METRIC_SAMPLE_PRUNE_INTERVAL_MS / 1000
         now = self._clock()
         with self._lock:
             if self._last_prune is not None and now - self._last_prune < interval:

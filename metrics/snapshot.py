@@ -6,10 +6,9 @@ import functools
 import logging
 from typing import Any
 
-from django.conf import settings
-
 from caches.media import MIB
 from metrics.sampling import detect_memory_limit_bytes, read_process_memory
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ def _shard_fields(client: Any) -> dict[str, Any]:
 
 def _memory_fields(guard: Any) -> dict[str, Any]:
     fields = read_process_memory()
-    limit_bytes, source = _detected_limit(settings.CONTAINER_MEMORY_LIMIT_MB)
+    limit_bytes, source = _detected_limit(knobs().CONTAINER_MEMORY_LIMIT_MB)
     if guard is not None:
         # Name where the guard's limit came from, so a chart can tell a
         # container limit from the host's total memory.

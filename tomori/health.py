@@ -26,6 +26,7 @@ from django.views.decorators.http import require_safe
 
 from caches.live import LiveDataUnavailable, live_snapshots
 from caches.operations.faults import MAX_ERROR_CHARS, database_fault
+from tomori.knobs import knobs
 from tomori.repositories.health import probe_database
 from tomori.service_urls import describe_redis_url
 
@@ -67,7 +68,7 @@ def _one_line(exc: BaseException) -> str:
 
 def check_database() -> Check:
     """Return whether the default database answers `SELECT 1`."""
-    error = _database.run(probe_database, timeout=settings.HEALTH_CHECK_TIMEOUT_SECONDS)
+    error = _database.run(probe_database, timeout=knobs().HEALTH_CHECK_TIMEOUT_SECONDS)
     if error is None:
         return {"ok": True}
     return {"ok": False, "error": database_fault(error)}
@@ -78,7 +79,7 @@ def check_redis() -> Check:
     url = settings.REDIS_URL
     if not url:
         return {"ok": True, "configured": False}
-    timeout = settings.HEALTH_CHECK_TIMEOUT_SECONDS
+    timeout = knobs().HEALTH_CHECK_TIMEOUT_SECONDS
     client = redis.Redis.from_url(
         url, socket_timeout=timeout, socket_connect_timeout=timeout
     )
@@ -94,7 +95,7 @@ def check_redis() -> Check:
 
 def check_workers() -> Check:
     """Return the live bot workers, ok when there are HEALTH_MIN_LIVE_WORKERS or more."""
-    required = settings.HEALTH_MIN_LIVE_WORKERS
+    required = knobs().HEALTH_MIN_LIVE_WORKERS
     try:
         snapshots = live_snapshots()
     except LiveDataUnavailable as exc:

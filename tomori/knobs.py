@@ -1,10 +1,25 @@
 """Every operational env knob: name, type, default, range and meaning, in one table.
 
-`tomori/settings.py` reads each knob from the environment through `read_knobs`,
-which never raises: a bad value is recorded and `tomori.checks` reports it as a
-system check error naming the variable, so `manage.py check`, `runbot` and the
-Celery processes all refuse to start with every problem listed at once. The
-README's settings table is checked against this table by the test suite.
+`KNOBS` is the table. `Knobs` is the typed, frozen object the code reads, one
+field per row with the Python type of the row's kind (checked against the
+table at import, so the two cannot drift). Read a knob one way, everywhere:
+
+    from tomori.knobs import knobs
+    ttl = knobs().USER_CACHE_TTL_MINUTES
+
+`tomori/settings.py` builds the object from the environment (`load_knobs`)
+into the one Django setting `TOMORI_KNOBS`. Parsing never raises: a bad value
+is recorded in `KNOB_ERRORS` and `tomori.checks` reports it as a system check
+error naming the variable, so `manage.py check`, `runbot` and the Celery
+processes all refuse to start with every problem listed at once.
+
+`knobs()` returns `settings.TOMORI_KNOBS` with any Django setting named like
+a knob laid over it (only tests define those, through `override_settings`
+or pytest-django's `settings` fixture); a `setting_changed` receiver drops
+the cached object, so an override takes effect at the next `knobs()`.
+
+`python -m tomori.knobs` prints the README's settings tables; the test suite
+checks that the README lists every knob.
 """
 
 from __future__ import annotations
@@ -12,13 +27,30 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 from tomori.service_urls import http_url_or_none
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+# The Python type each kind parses to (the type of its field in `Knobs`).
+PYTHON_TYPES: dict[str, type] = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str": str,
+    "url": str,
+    "ip": str,
+    "path": Path,
+}
+# The kinds an empty value gives the default (or None) rather than an error.
+_EMPTY_IS_UNSET = frozenset({"str", "url", "ip", "path"})
 
 
 @dataclass(frozen=True)
@@ -26,24 +58,27 @@ class Knob:
     """One env variable: how to parse it, what it defaults to, what it does."""
 
     name: str
-    kind: str  # "int", "float", "bool", "str", "url" (http(s), with a host), "ip"
+    # "int", "float", "bool", "str", "url" (http(s), with a host), "ip", "path"
+    kind: str
     default: Any
     help: str
     group: str
     minimum: float | None = None
     maximum: float | None = None
-    optional: bool = False  # an empty or unset value means None
+    optional: bool = False  # an empty or unset value means None...
+    fallback: str | None = None  # ...or, if named, that other knob's value
 
     def expected(self) -> str:
         """Describe the accepted values, for error messages and the README."""
-        if self.kind == "bool":
-            return "one of 1/true/yes/on or 0/false/no/off"
-        if self.kind == "str":
-            return "a string"
-        if self.kind == "url":
-            return "an http:// or https:// URL with a host"
-        if self.kind == "ip":
-            return "an IPv4 or IPv6 address, e.g. 127.0.0.1, 0.0.0.0 or ::"
+        words = {
+            "bool": "one of 1/true/yes/on or 0/false/no/off",
+            "str": "a string",
+            "url": "an http:// or https:// URL with a host",
+            "ip": "an IPv4 or IPv6 address, e.g. 127.0.0.1, 0.0.0.0 or ::",
+            "path": "a file path",
+        }
+        if self.kind in words:
+            return words[self.kind]
         noun = "an integer" if self.kind == "int" else "a number"
         low, high = self.minimum, self.maximum
         if low is not None and high is not None:
@@ -51,6 +86,11 @@ class Knob:
         if low is not None:
             return f"{noun} >= {_fmt(low)}"
         return noun
+
+    def field_type(self) -> Any:
+        """Return the type of this knob's field in `Knobs`."""
+        base = PYTHON_TYPES[self.kind]
+        return base | None if self.optional and not self.fallback else base
 
 
 def _fmt(value: float) -> str:
@@ -221,15 +261,6 @@ KNOBS: tuple[Knob, ...] = (
         C,
     ),
     _cap("WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES", 20000, "webhook identity cache", C),
-    Knob(
-        "CACHE_SWEEP_INTERVAL_SECONDS",
-        "int",
-        600,
-        "Expired entries are swept on a cache's write path at most this often, so resident size tracks live entries.",
-        C,
-        minimum=1,
-        maximum=86400,
-    ),
     # Short-term memory.
     Knob(
         "SHORT_TERM_MEMORY_TTL_HOURS",
@@ -383,6 +414,7 @@ KNOBS: tuple[Knob, ...] = (
         S,
         minimum=1,
         optional=True,
+        fallback="TOMORI_STATE_CACHE_TTL_MINUTES",
     ),
     _cap(
         "PERSONA_SPRITE_CACHE_MAX_ENTRIES",
@@ -506,10 +538,11 @@ KNOBS: tuple[Knob, ...] = (
     # Metrics.
     Knob(
         "METRICS_LOG_FILE",
-        "str",
-        "",
+        "path",
+        None,
         "File the JSON metric lines (cache_sizes, host_memory, memory guard) are appended to instead of the console; empty: the console, for a log shipper. `make run` sets var/log/metrics.jsonl.",
         X,
+        optional=True,
     ),
     Knob(
         "CACHE_METRICS_INTERVAL_MS",
@@ -801,7 +834,7 @@ DEBUG_KNOB = Knob(
 def parse_knob(knob: Knob, raw: str | None) -> tuple[Any, str | None]:
     """Return (value, error) for one raw env string; error names the variable."""
     if raw is None or (
-        raw.strip() == "" and (knob.optional or knob.kind in ("str", "url", "ip"))
+        raw.strip() == "" and (knob.optional or knob.kind in _EMPTY_IS_UNSET)
     ):
         return (None if knob.optional else knob.default), None
     text = raw.strip()
@@ -822,6 +855,7 @@ def _convert(knob: Knob, text: str) -> Any:
         "str": str,
         "url": http_url_or_none,
         "ip": _to_ip,
+        "path": Path,
     }
     return converters[knob.kind](text)
 
@@ -874,6 +908,9 @@ def read_knobs(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
         values[knob.name] = value
         if error:
             errors.append(error)
+    for knob in KNOBS:
+        if knob.fallback and values[knob.name] is None:
+            values[knob.name] = values[knob.fallback]
     errors.extend(cross_field_errors(values))
     return values, errors
 
@@ -897,6 +934,215 @@ def cross_field_errors(values: Mapping[str, Any]) -> list[str]:
             "or the button outlives its entry."
         )
     return errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Knobs:
+    """Every knob's value, typed; one field per row of `KNOBS`, in its order.
+
+    Built by `load_knobs` (from the environment) and read through `knobs()`.
+    A knob with a fallback (PERSONA_SPRITE_CACHE_TTL_MINUTES) holds the
+    resolved value.
+    """
+
+    # Cache TTLs and caps
+    TOMORI_STATE_CACHE_TTL_MINUTES: int
+    TOMORI_STATE_CACHE_MAX_ENTRIES: int
+    USER_CACHE_TTL_MINUTES: int
+    USER_CACHE_MAX_ENTRIES: int
+    EMOJI_STICKER_CACHE_TTL_MINUTES: int
+    EMOJI_STICKER_CACHE_MAX_ENTRIES: int
+    CHANNEL_WHITELIST_CACHE_TTL_MINUTES: int
+    CHANNEL_WHITELIST_CACHE_MAX_ENTRIES: int
+    CHANNEL_LLM_CACHE_MAX_ENTRIES: int
+    CHANNEL_PROMPT_CACHE_MAX_ENTRIES: int
+    PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES: int
+    PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES: int
+    PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES: int
+    GUILD_MCP_CONFIG_CACHE_TTL_MINUTES: int
+    GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES: int
+    ST_PRESET_CACHE_TTL_MINUTES: int
+    ST_PRESET_CACHE_MAX_ENTRIES: int
+    NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES: int
+    NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES: int
+    LLM_CACHE_MAX_ENTRIES: int
+    PRESET_AVATAR_CACHE_MAX_ENTRIES: int
+    PRESET_AVATAR_MAX_BYTES: int
+    VOICE_TRANSCRIPT_CACHE_TTL_MINUTES: int
+    VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES: int
+    MARKDOWN_TABLE_CACHE_TTL_MINUTES: int
+    MARKDOWN_TABLE_CACHE_MAX_ENTRIES: int
+    MARKDOWN_TABLE_BUTTON_TIMEOUT_MS: int
+    WEBHOOK_CACHE_MAX_ENTRIES: int
+    WEBHOOK_FAILURE_CACHE_TTL_MINUTES: int
+    WEBHOOK_IDENTITY_CACHE_TTL_MINUTES: int
+    WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES: int
+    # Short-term memory
+    SHORT_TERM_MEMORY_TTL_HOURS: float
+    SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS: float
+    SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH: int
+    SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT: int
+    SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL: int
+    SHORT_TERM_MEMORY_MAX_OTHER_CHANNELS: int
+    SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES: int
+    STM_JANITOR_RETENTION_DAYS: int
+    # Database waits and durable writes
+    DB_CONNECT_TIMEOUT_SECONDS: int
+    DB_STATEMENT_TIMEOUT_MS: int
+    SQLITE_BUSY_TIMEOUT_SECONDS: float
+    DB_CALL_TIMEOUT_SECONDS: float
+    DB_BREAKER_OPEN_SECONDS: float
+    SHORT_TERM_MEMORY_PENDING_WRITES_MAX: int
+    SHORT_TERM_MEMORY_RETRY_MAX_SECONDS: float
+    WORKER_SHUTDOWN_TIMEOUT_SECONDS: float
+    # Persona sprites
+    PERSONA_SPRITE_CACHE_TTL_MINUTES: int
+    PERSONA_SPRITE_CACHE_MAX_ENTRIES: int
+    PERSONA_SPRITE_MAX_PER_PERSONA: int
+    PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH: int
+    PERSONA_SPRITE_PROMPT_MAX_COUNT: int
+    PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES: int
+    PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES: int
+    PERSONA_SPRITE_MESSAGE_RETENTION_DAYS: int
+    # Memory guard and emergency clear
+    CONTAINER_MEMORY_LIMIT_MB: int | None
+    MEMORY_WARNING_THRESHOLD: float
+    MEMORY_CRITICAL_THRESHOLD: float
+    MEMORY_MONITOR_INTERVAL_MS: int
+    EMERGENCY_CACHE_CLEAR_ENABLED: bool
+    EMERGENCY_CACHE_CLEAR_INCLUDE_STM: bool
+    EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE: bool
+    EMERGENCY_COOLDOWN_MS: int
+    # Metrics
+    METRICS_LOG_FILE: Path | None
+    CACHE_METRICS_INTERVAL_MS: int
+    METRIC_SAMPLE_RETENTION_DAYS: int
+    METRIC_SAMPLE_PRUNE_INTERVAL_MS: int
+    WORKER_SNAPSHOT_INTERVAL_SECONDS: float
+    CACHE_COMMAND_TIMEOUT_SECONDS: float
+    # OpenRouter catalogs
+    OPENROUTER_BASE_URL: str
+    OPENROUTER_API_KEY: str
+    OPENROUTER_CATALOG_TTL_MS: int
+    OPENROUTER_CATALOG_REFRESH_MIN_INTERVAL_MS: int
+    OPENROUTER_HTTP_TIMEOUT_SECONDS: float
+    # libvips (native image memory)
+    SHARP_CONCURRENCY: int
+    SHARP_CACHE_MEMORY_MB: int
+    SHARP_CACHE_ITEMS: int
+    SHARP_CACHE_FILES: int
+    # Discord worker and sweepers
+    DISCORD_TOKEN: str
+    DISCORD_MAX_MESSAGES: int
+    DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS: int
+    DISCORD_MESSAGE_LIFETIME_SECONDS: int
+    DISCORD_MEMBER_SWEEP_INTERVAL_SECONDS: int
+    DISCORD_USER_SWEEP_INTERVAL_SECONDS: int
+    DISCORD_PRESENCE_SWEEP_INTERVAL_SECONDS: int
+    SHARD_LOCK_TTL_SECONDS: int
+    # Invalidation delivery
+    INVALIDATION_STALENESS_BOUND_SECONDS: float
+    CONSISTENCY_CHECKS_PER_SECOND: float
+    OUTBOX_RETENTION_MINUTES: int
+    # Prometheus and health
+    METRICS_PORT: int | None
+    METRICS_ADDRESS: str
+    METRICS_REFRESH_SECONDS: float
+    METRICS_SIZE_SAMPLE_ENTRIES: int
+    HEALTH_MIN_LIVE_WORKERS: int
+    HEALTH_CHECK_TIMEOUT_SECONDS: float
+
+
+def check_against_table(cls: type, table: tuple[Knob, ...]) -> None:
+    """Raise TypeError unless `cls` has one field per knob, in order, of its type."""
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    if names != [knob.name for knob in table]:
+        missing = sorted({k.name for k in table} - set(names))
+        extra = sorted(set(names) - {k.name for k in table})
+        raise TypeError(
+            f"{cls.__name__} drifted from the knob table: missing {missing}, "
+            f"extra {extra} (or out of order)"
+        )
+    for knob in table:
+        if hints[knob.name] != knob.field_type():
+            raise TypeError(
+                f"{cls.__name__}.{knob.name} is {hints[knob.name]}, but its kind "
+                f"{knob.kind!r} parses to {knob.field_type()}"
+            )
+
+
+check_against_table(Knobs, KNOBS)
+
+
+def load_knobs(env: Mapping[str, str]) -> tuple[Knobs, list[str]]:
+    """Return the knobs parsed from `env` and the errors (invalid values are defaults)."""
+    values, errors = read_knobs(env)
+    return Knobs(**values), errors
+
+
+# What an override may be given as, where the field's own type is not all.
+_ALSO_ACCEPTED: dict[str, tuple[type, ...]] = {
+    "float": (int, float),
+    "path": (str, Path),
+}
+
+
+def coerce_override(knob: Knob, value: Any) -> Any:
+    """Return a Python value given for `knob` as its field's type, or raise.
+
+    For a Django setting named like a knob (tests' overrides): the type is
+    enforced, the operator's range is not (a test may want a tiny TTL).
+    """
+    if value is None and knob.optional and not knob.fallback:
+        return None
+    python_type = PYTHON_TYPES[knob.kind]
+    accepted = _ALSO_ACCEPTED.get(knob.kind, (python_type,))
+    is_bool = isinstance(value, bool)
+    if isinstance(value, accepted) and is_bool == (knob.kind == "bool"):
+        return python_type(value)
+    raise ImproperlyConfigured(
+        f"{knob.name}={value!r} is invalid: expected {knob.expected()}."
+    )
+
+
+_current: Knobs | None = None
+
+
+def knobs() -> Knobs:
+    """Return the current knobs (see the module docstring)."""
+    global _current
+    current = _current
+    if current is None:
+        current = _current = _from_settings()
+    return current
+
+
+def _from_settings() -> Knobs:
+    from django.conf import settings
+
+    base = getattr(settings, "TOMORI_KNOBS", None)
+    if not isinstance(base, Knobs):
+        raise ImproperlyConfigured(
+            "TOMORI_KNOBS is not a tomori.knobs.Knobs: the settings module must "
+            "set TOMORI_KNOBS, KNOB_ERRORS = load_knobs(os.environ)."
+        )
+    overrides = {
+        knob.name: coerce_override(knob, getattr(settings, knob.name))
+        for knob in KNOBS
+        if hasattr(settings, knob.name)
+    }
+    return replace(base, **overrides) if overrides else base
+
+
+def _drop_on_change(*, setting: str, **kwargs: Any) -> None:
+    """Forget the current knobs when a test changes TOMORI_KNOBS or a knob."""
+    global _current
+    if setting == "TOMORI_KNOBS" or setting in KNOBS_BY_NAME:
+        _current = None
+
+
+setting_changed.connect(_drop_on_change, dispatch_uid="tomori.knobs.drop_on_change")
 
 
 def markdown_table() -> str:

@@ -10,7 +10,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from tomori.devenv import env_file_path
-from tomori.knobs import DEBUG_KNOB, parse_knob, read_knobs
+from tomori.knobs import DEBUG_KNOB, Knobs, load_knobs, parse_knob
 from tomori.service_urls import default_bus_channel, redis_url_error
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -146,33 +146,29 @@ CRYPTO_SECRETS: dict[int, str] = {
 }
 CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
 
-# Every operational knob of the spec (tomori/knobs.py). Bad values do not
-# raise here: tomori.checks reports them all, naming each variable.
-
-_knob_values, KNOB_ERRORS = read_knobs(os.environ)
+# Every operational knob (tomori/knobs.py), as one typed, frozen object: code
+# reads it through tomori.knobs.knobs(). Bad values do not raise here:
+# tomori.checks reports them all, naming each variable.
+TOMORI_KNOBS: Knobs
+TOMORI_KNOBS, KNOB_ERRORS = load_knobs(os.environ)
 if _redis_error := redis_url_error(REDIS_URL):
     KNOB_ERRORS.append(_redis_error)
-if _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] is None:
-    _knob_values["PERSONA_SPRITE_CACHE_TTL_MINUTES"] = _knob_values[
-        "TOMORI_STATE_CACHE_TTL_MINUTES"
-    ]
-globals().update(_knob_values)
 
 
-def _bound_database_waits(db: dict, knobs: dict) -> None:  # type: ignore[type-arg]
+def _bound_database_waits(db: dict, knobs: Knobs) -> None:  # type: ignore[type-arg]
     """Give every connection a connect, statement or busy timeout (unless set in the URL)."""
     options = db.setdefault("OPTIONS", {})
     if db["ENGINE"] == "django.db.backends.sqlite3":
-        options.setdefault("timeout", knobs["SQLITE_BUSY_TIMEOUT_SECONDS"])
+        options.setdefault("timeout", knobs.SQLITE_BUSY_TIMEOUT_SECONDS)
     elif db["ENGINE"] == "django.db.backends.postgresql":
-        options.setdefault("connect_timeout", knobs["DB_CONNECT_TIMEOUT_SECONDS"])
+        options.setdefault("connect_timeout", knobs.DB_CONNECT_TIMEOUT_SECONDS)
         given = options.get("options", "")
         if "statement_timeout" not in given:
-            bound = f"-c statement_timeout={knobs['DB_STATEMENT_TIMEOUT_MS']}"
+            bound = f"-c statement_timeout={knobs.DB_STATEMENT_TIMEOUT_MS}"
             options["options"] = f"{given} {bound}".strip()
 
 
-_bound_database_waits(DATABASES["default"], _knob_values)
+_bound_database_waits(DATABASES["default"], TOMORI_KNOBS)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING: dict[str, Any] = {
@@ -191,9 +187,8 @@ LOGGING: dict[str, Any] = {
         "django.request": {"level": "ERROR"},
     },
 }
-if _knob_values["METRICS_LOG_FILE"]:
+if (_metrics_file := TOMORI_KNOBS.METRICS_LOG_FILE) is not None:
     # JSON metric lines to their own file: the console stays readable.
-    _metrics_file = Path(_knob_values["METRICS_LOG_FILE"])
     _metrics_file.parent.mkdir(parents=True, exist_ok=True)
     LOGGING["formatters"]["bare"] = {"format": "%(message)s"}
     LOGGING["handlers"]["metrics_file"] = {
@@ -211,7 +206,7 @@ if _knob_values["METRICS_LOG_FILE"]:
 CELERY_BEAT_SCHEDULE = {
     "refresh-openrouter-catalogs": {
         "task": "caches.refresh_openrouter_catalogs",
-        "schedule": max(60.0, _knob_values["OPENROUTER_CATALOG_TTL_MS"] / 4000),
+        "schedule": max(60.0, TOMORI_KNOBS.OPENROUTER_CATALOG_TTL_MS / 4000),
     },
     "purge-short-term-memory": {
         "task": "tomori.tasks.purge_short_term_memory",

@@ -6,9 +6,9 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
-from django.conf import settings
 from django.utils import timezone
 
+from tomori.knobs import knobs
 from tomori.repositories.memory import purge_memory_records
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ PURGE_SHORT_TERM_MEMORY_SCHEDULE = {
 @shared_task(name="tomori.tasks.purge_short_term_memory", ignore_result=True)
 def purge_short_term_memory() -> int:
     """Delete durable short-term memory rows older than STM_JANITOR_RETENTION_DAYS."""
-    days = settings.STM_JANITOR_RETENTION_DAYS
+    days = knobs().STM_JANITOR_RETENTION_DAYS
     deleted = purge_memory_records(older_than=timezone.now() - timedelta(days=days))
     logger.info("purged %d short-term memory rows older than %d days", deleted, days)
     return deleted

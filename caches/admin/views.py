@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -48,6 +47,7 @@ from caches.operations import (
     send_command,
 )
 from caches.registry import registry
+from tomori.knobs import knobs
 
 MANAGE_PERMISSION = "caches.manage_caches"
 REFRESH_SECONDS = 10
@@ -56,7 +56,7 @@ CATALOG_TIMEOUT = 20.0
 
 def command_timeout() -> float:
     """Return how long a button waits for the workers' replies."""
-    return float(settings.CACHE_COMMAND_TIMEOUT_SECONDS)
+    return knobs().CACHE_COMMAND_TIMEOUT_SECONDS
 
 
 def catalog_timeout() -> float:

@@ -27,6 +27,7 @@ from caches.bus.core import (
 )
 from caches.bus.errors import BusUnavailable
 from caches.bus.messages import EventTuple
+from tomori.knobs import knobs
 
 __all__ = [
     "Bus",
@@ -124,12 +125,10 @@ def start_subscriber(
 
 def outbox_options() -> OutboxOptions:
     """Return how workers follow the outbox, from the staleness bound and retention."""
-    from django.conf import settings
-
-    bound = float(settings.INVALIDATION_STALENESS_BOUND_SECONDS)
+    bound = knobs().INVALIDATION_STALENESS_BOUND_SECONDS
     # A quarter of the bound leaves room for the query and the hop to the loop.
     return OutboxOptions(
-        interval=bound / 4, retention=float(settings.OUTBOX_RETENTION_MINUTES) * 60
+        interval=bound / 4, retention=knobs().OUTBOX_RETENTION_MINUTES * 60.0
     )
 
 

@@ -14,7 +14,6 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from caches.catalogs.catalog_set import CatalogSet
@@ -23,6 +22,7 @@ from caches.catalogs.refresher import OnRefreshed
 from caches.invalidation import Event, record
 from caches.layers._support import run_db
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 from tomori.repositories.catalogs import (
     catalog_snapshot_times,
     load_catalog_snapshots,
@@ -44,19 +44,14 @@ def build_catalog_set(
 ) -> CatalogSet:
     """Return a CatalogSet configured from the OPENROUTER_* settings (ms become seconds)."""
     options: dict[str, Any] = {
-        "base_url": _setting("OPENROUTER_BASE_URL"),
-        "api_key": _setting("OPENROUTER_API_KEY") or None,
-        "ttl": _setting("OPENROUTER_CATALOG_TTL_MS") / 1000,
-        "min_interval": _setting("OPENROUTER_CATALOG_REFRESH_MIN_INTERVAL_MS") / 1000,
-        "timeout": _setting("OPENROUTER_HTTP_TIMEOUT_SECONDS"),
+        "base_url": knobs().OPENROUTER_BASE_URL,
+        "api_key": knobs().OPENROUTER_API_KEY or None,
+        "ttl": knobs().OPENROUTER_CATALOG_TTL_MS / 1000,
+        "min_interval": knobs().OPENROUTER_CATALOG_REFRESH_MIN_INTERVAL_MS / 1000,
+        "timeout": knobs().OPENROUTER_HTTP_TIMEOUT_SECONDS,
         "on_refreshed": on_refreshed,
     }
     return CatalogSet(**(options | overrides))
-
-
-def _setting(name: str) -> Any:
-    # The knobs are injected into settings by read_knobs(), which mypy cannot see.
-    return getattr(settings, name)
 
 
 async def load_stored_snapshots(
@@ -158,7 +153,7 @@ def refresh_and_store(
 def _due_catalogs(*, force: bool) -> set[str]:
     if force:
         return set(CATALOG_NAMES)
-    ttl = timedelta(milliseconds=_setting("OPENROUTER_CATALOG_TTL_MS"))
+    ttl = timedelta(milliseconds=knobs().OPENROUTER_CATALOG_TTL_MS)
     stored = catalog_snapshot_times()
     now = datetime.now(UTC)
     return {

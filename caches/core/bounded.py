@@ -74,16 +74,10 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         *,
         maxsize: int,
         ttl: float | None = None,
-        sweep_interval: float = 600.0,
         clock: Clock = time.monotonic,
         scopes: Mapping[str, ScopeFn] | None = None,
     ) -> None:
-        if not sweep_interval > 0:
-            raise ValueError(f"cache {name!r}: sweep_interval must be > 0")
         super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock, scopes=scopes)
-        # Expired entries go at the first read or write past their deadline,
-        # which already meets the sweep contract; kept and reported for it.
-        self.sweep_interval = float(sweep_interval)
         self._inflight: dict[K, _Flight] = {}
         self.reset_stats()
 
@@ -282,7 +276,6 @@ class BoundedTTLCache(ExpiringStore[K, V]):
             "size": len(self._data),
             "cap": self.maxsize,
             "ttl": self.ttl,
-            "sweep_interval": self.sweep_interval,
             "in_flight": len(self._inflight),
             "last_invalidation": self.last_invalidation,
         }

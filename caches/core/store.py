@@ -10,9 +10,9 @@ Expiry. Once the clock passes `_front_deadline`, the next read or write drops
 every expired entry (popping queue fronts, O(1) amortised per entry) before
 it answers. So an expired entry is a miss and counts as an expiration, and a
 key written once and never read is freed at the next read or write after its
-deadline. That is stricter than the sweep-on-write contract (freed within
-ttl + sweep_interval); `sweep_interval` is accepted for that contract and
-reported, but no periodic full scan is ever needed.
+deadline. That is stricter than the spec's sweep on the write path "at most
+once every 10 minutes", so there is no sweep interval to set and no periodic
+full scan.
 
 Bound. A new key at the cap first drops expired entries, then evicts the
 oldest-stored entry. Re-setting an existing key never evicts; it refreshes

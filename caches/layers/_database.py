@@ -20,11 +20,11 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import DatabaseError, OperationalError, connections
 
 from caches.core.breaker import CLOSED, CircuitBreaker
 from caches.core.clock import Clock
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ class DatabaseCalls:
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Return `fn(*args, **kwargs)` run in the database thread; raise DatabaseUnavailable."""
         breaker = self.breaker
-        breaker.open_seconds = float(settings.DB_BREAKER_OPEN_SECONDS)
+        breaker.open_seconds = knobs().DB_BREAKER_OPEN_SECONDS
         if not breaker.allow():
             raise DatabaseUnavailable("the database is not answering: call refused")
-        timeout = float(settings.DB_CALL_TIMEOUT_SECONDS)
+        timeout = knobs().DB_CALL_TIMEOUT_SECONDS
         try:
             result = await asyncio.wait_for(
                 sync_to_async(self._tracked(fn))(*args, **kwargs), timeout

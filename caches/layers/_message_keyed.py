@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock
-from caches.layers._support import knob, minutes_setting, parse_int, sweep_interval
+from caches.layers._support import knob, minutes_setting, parse_int
 from caches.registry import EmergencyPolicy, registry
 
 V = TypeVar("V")
@@ -80,11 +80,10 @@ class MessageKeyedCache(Generic[V]):
         *,
         maxsize: int,
         ttl: float,
-        sweep_interval: float = 600.0,
         seen_factor: int = 2,
     ) -> None:
         self.cache: BoundedTTLCache[int, V] = BoundedTTLCache(
-            name, maxsize=maxsize, ttl=ttl, sweep_interval=sweep_interval
+            name, maxsize=maxsize, ttl=ttl
         )
         self.seen = SeenIds(maxsize * seen_factor)
 
@@ -145,7 +144,6 @@ def message_keyed_layer(
         name,
         maxsize=int(knob(cap_setting)),
         ttl=minutes_setting(ttl_setting),
-        sweep_interval=sweep_interval(),
     )
     return registry.register(
         name,

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from caches.core import MISSING, BoundedTTLCache
-from caches.layers._support import sweep_interval
 from caches.registry import EmergencyPolicy, registry
 
 #: Distinct names remembered (known and unknown) per map.
@@ -40,7 +39,7 @@ class StaticLimitMap:
         self.table = MappingProxyType(dict(table))
         self.prefixes = prefixes
         self.cache: BoundedTTLCache[str, TokenLimits | None] = BoundedTTLCache(
-            name, maxsize=MAX_NAMES, ttl=None, sweep_interval=sweep_interval()
+            name, maxsize=MAX_NAMES, ttl=None
         )
 
     def normalise(self, model: str) -> str:

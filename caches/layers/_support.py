@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from django.conf import settings
-
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
 from caches.layers._database import database_calls
 from caches.turn_notes import note_miss
+from tomori.knobs import knobs
 from tomori.models.validation import parse_snowflake
 
 P = ParamSpec("P")
@@ -17,18 +16,13 @@ R = TypeVar("R")
 
 
 def knob(name: str) -> Any:
-    """Return the operational setting `name` (see tomori/knobs.py)."""
-    return getattr(settings, name)
+    """Return the knob `name` of the current typed settings (`tomori.knobs.knobs()`)."""
+    return getattr(knobs(), name)
 
 
 def minutes_setting(name: str) -> float:
     """Return the TTL setting `name` (minutes) in seconds."""
     return float(knob(name)) * 60.0
-
-
-def sweep_interval() -> float:
-    """Return CACHE_SWEEP_INTERVAL_SECONDS."""
-    return float(knob("CACHE_SWEEP_INTERVAL_SECONDS"))
 
 
 def new_cache(
@@ -44,7 +38,6 @@ def new_cache(
         name,
         maxsize=int(knob(cap_setting)),
         ttl=ttl,
-        sweep_interval=sweep_interval(),
         scopes=scopes,
     )
 
@@ -222,7 +215,6 @@ class StaleFallbackCache(CompositeCache):
             f"{fresh.name}:last_good",
             maxsize=fresh.maxsize,
             ttl=retention,
-            sweep_interval=fresh.sweep_interval,
             clock=fresh.clock,
         )
         super().__init__(fresh, last_good=last_good, **members)

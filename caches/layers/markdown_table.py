@@ -8,14 +8,13 @@ anyway answers EXPIRED, which the button shows as the expired notice.
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from caches.layers._message_keyed import (
     Lookup,
     LookupStatus,
     MessageKeyedCache,
     message_keyed_layer,
 )
+from tomori.knobs import knobs
 
 NAME = "markdown_table"
 
@@ -34,7 +33,7 @@ def markdown_table_cache() -> MessageKeyedCache[str]:
 
 def markdown_button_timeout_seconds() -> float:
     """Return the "Show Markdown" button's timeout (never beyond the cache ttl)."""
-    return settings.MARKDOWN_TABLE_BUTTON_TIMEOUT_MS / 1000.0
+    return knobs().MARKDOWN_TABLE_BUTTON_TIMEOUT_MS / 1000.0
 
 
 def cache_markdown_table(message_disc_id: int, markdown: str) -> None:

@@ -23,13 +23,13 @@ from caches.core import MISSING, Clock, DoNotCache
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
-    knob,
     minutes_setting,
     new_cache,
     parse_int,
     run_db,
 )
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories.sprites import SpriteMessageRecord
 
@@ -129,7 +129,7 @@ def _write(
 
 
 def _prune() -> None:
-    days = int(knob("PERSONA_SPRITE_MESSAGE_RETENTION_DAYS"))
+    days = knobs().PERSONA_SPRITE_MESSAGE_RETENTION_DAYS
     try:
         deleted = sprites_repo.prune_sprite_messages(
             older_than=timezone.now() - timedelta(days=days)

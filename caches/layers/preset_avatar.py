@@ -17,8 +17,9 @@ from django.conf import settings
 
 from caches.core import MISSING
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import cached, knob, new_cache, parse_int, run_db
+from caches.layers._support import cached, new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 from tomori.repositories import presets as presets_repo
 from tomori.repositories.presets import PresetPersonaRecord
 
@@ -84,7 +85,7 @@ def _avatar_for(preset: PresetPersonaRecord | None) -> PresetAvatar | None:
     path = resolve_avatar_path(preset.avatar_path)
     if path is None:
         return None
-    png = read_png(path, max_bytes=int(knob("PRESET_AVATAR_MAX_BYTES")))
+    png = read_png(path, max_bytes=knobs().PRESET_AVATAR_MAX_BYTES)
     return PresetAvatar(preset.id, preset.name, png) if png is not None else None
 
 

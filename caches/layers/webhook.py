@@ -33,8 +33,6 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from caches.core import BoundedTTLCache, DoNotCache
 from caches.layers._support import parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
@@ -48,6 +46,7 @@ from tomori.crypto import (
     encrypt_secret,
     needs_rotation,
 )
+from tomori.knobs import knobs
 from tomori.repositories import webhooks as repo
 
 logger = logging.getLogger(__name__)
@@ -143,9 +142,8 @@ def _persona_scope(key: Hashable) -> tuple[int, ...]:
 
 _cache: BoundedTTLCache[Hashable, object] = BoundedTTLCache(
     NAME,
-    maxsize=settings.WEBHOOK_CACHE_MAX_ENTRIES,
+    maxsize=knobs().WEBHOOK_CACHE_MAX_ENTRIES,
     ttl=None,
-    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
     scopes={"channel": _channel_scope, "persona": _persona_scope},
 )
 
@@ -225,7 +223,7 @@ def _settle(handle: WebhookHandle) -> DoNotCache[WebhookHandle | None]:
 
 
 def _remember_failure(channel_disc_id: int, reason: FailureReason) -> None:
-    minutes = settings.WEBHOOK_FAILURE_CACHE_TTL_MINUTES
+    minutes = knobs().WEBHOOK_FAILURE_CACHE_TTL_MINUTES
     _cache.set(_failure_key(channel_disc_id), WebhookFailure(reason), minutes * 60.0)
     logger.info(
         "no webhook in channel %s (%s); not retrying for %d min",

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._message_keyed import parse_snowflake
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 
 NAME = "webhook_identity"
 
@@ -32,9 +31,8 @@ Resolver = Callable[[int], Awaitable[WebhookIdentity | None]]
 
 _cache: BoundedTTLCache[int, WebhookIdentity | None] = BoundedTTLCache(
     NAME,
-    maxsize=settings.WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES,
-    ttl=settings.WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60.0,
-    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+    maxsize=knobs().WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES,
+    ttl=knobs().WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60.0,
 )
 
 

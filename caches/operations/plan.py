@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from caches.live import LiveDataUnavailable, live_snapshots
 from caches.operations.commands import ensure_layers_loaded
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +20,6 @@ class EmergencyPlan:
     preserved: list[str]
     discord_volatile: bool
     live_fault: str | None = None  # the workers' policies could not be read
-
-
-def _knob(name: str) -> Any:
-    # Knobs are injected into settings by read_knobs(), which mypy cannot see.
-    from django.conf import settings
-
-    return getattr(settings, name)
 
 
 def emergency_plan(*, include_short_term_memory: bool = False) -> EmergencyPlan:
@@ -43,7 +36,7 @@ def emergency_plan(*, include_short_term_memory: bool = False) -> EmergencyPlan:
         cleared=cleared,
         expired_only=expired,
         preserved=by_policy[EmergencyPolicy.PRESERVE.value],
-        discord_volatile=bool(_knob("EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE")),
+        discord_volatile=knobs().EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE,
         live_fault=fault,
     )
 

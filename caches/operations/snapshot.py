@@ -9,11 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from caches.operations.worker import WorkerContext
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
-
-# A knob: injected into settings by read_knobs(), which mypy cannot see.
-_LIMIT_KNOB = "CONTAINER_MEMORY_LIMIT_MB"
 
 
 def _safely(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -44,12 +42,10 @@ def _discord(client: Any) -> dict[str, Any]:
 @functools.cache
 def _detected_limit() -> tuple[float | None, str]:
     # The limit does not change while the process runs: read procfs once.
-    from django.conf import settings
-
     from metrics.sampling import detect_memory_limit_bytes
 
     limit, source = detect_memory_limit_bytes(
-        configured_mb=getattr(settings, _LIMIT_KNOB)
+        configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB
     )
     return (round(limit / (1024 * 1024), 1) if limit else None), source
 

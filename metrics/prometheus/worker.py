@@ -17,6 +17,7 @@ from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures, note_gateway, refresh_figures
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -144,20 +145,19 @@ class WorkerObservability:
 
 def observability_from_settings(worker: ObservedWorker) -> WorkerObservability | None:
     """Return the worker's endpoint as METRICS_* configure it, or None if METRICS_PORT is unset."""
-    from django.conf import settings
-
     from metrics.sampling import detect_memory_limit_bytes
 
-    if settings.METRICS_PORT is None:
+    current = knobs()
+    if current.METRICS_PORT is None:
         return None
     limit, _ = detect_memory_limit_bytes(
-        configured_mb=settings.CONTAINER_MEMORY_LIMIT_MB
+        configured_mb=current.CONTAINER_MEMORY_LIMIT_MB
     )
     return WorkerObservability(
         worker,
-        address=settings.METRICS_ADDRESS,
-        port=settings.METRICS_PORT,
-        refresh_seconds=settings.METRICS_REFRESH_SECONDS,
-        size_sample=settings.METRICS_SIZE_SAMPLE_ENTRIES,
+        address=current.METRICS_ADDRESS,
+        port=current.METRICS_PORT,
+        refresh_seconds=current.METRICS_REFRESH_SECONDS,
+        size_sample=current.METRICS_SIZE_SAMPLE_ENTRIES,
         memory_limit_bytes=limit,
     )

@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from caches.admin import views
@@ -23,6 +22,7 @@ from metrics.repository import MetricSampleRepository
 from metrics.sampling import HostMemorySampler
 from tests.admin.conftest import TEST_CACHE
 from tests.admin.test_browser import SCREENSHOTS, log_in, operator_login, page
+from tomori.knobs import knobs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 __all__ = ["operator_login", "page"]  # fixtures, used by name below
@@ -46,7 +46,7 @@ def start_up_samples(worker: Any, test_cache: Any) -> list[float]:
         clock.advance(seconds)
 
     logger = CacheMetricsLogger(
-        interval_seconds=settings.CACHE_METRICS_INTERVAL_MS / 1000,
+        interval_seconds=knobs().CACHE_METRICS_INTERVAL_MS / 1000,
         worker_id=worker.context.worker_id,
         repository=MetricSampleRepository(),
         host_sampler=HostMemorySampler(),

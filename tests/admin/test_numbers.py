@@ -21,6 +21,7 @@ from caches.operations import (
 )
 from caches.registry import EmergencyPolicy, registry
 from tests.admin.conftest import TEST_CACHE
+from tomori.knobs import knobs
 
 pytestmark = pytest.mark.django_db
 
@@ -59,10 +60,10 @@ def test_composite_caps_are_listed_per_member_map(manager_client, worker) -> Non
     response = manager_client.get(reverse(DASHBOARD))
     [view] = response.context["workers"]
     rows = {layer.name: layer for layer in view.layers}
-    state_cap = int(settings.TOMORI_STATE_CACHE_MAX_ENTRIES)
-    spotlight = int(settings.PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES)
-    gate = int(settings.PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES)
-    mcp = int(settings.GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES)
+    state_cap = int(knobs().TOMORI_STATE_CACHE_MAX_ENTRIES)
+    spotlight = int(knobs().PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES)
+    gate = int(knobs().PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES)
+    mcp = int(knobs().GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES)
     expected = {
         "tomori_state": [
             ("main", state_cap),

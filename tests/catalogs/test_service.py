@@ -25,6 +25,7 @@ from caches.catalogs.service import (
 )
 from caches.tasks import refresh_openrouter_catalogs
 from tests.catalogs.conftest import starter_catalogs, text_model
+from tomori.knobs import knobs
 from tomori.models import CatalogSnapshot
 from tomori.repositories.catalogs import save_catalog_snapshot
 
@@ -153,7 +154,7 @@ def test_beat_task_runs_eagerly_through_celery(
 def test_beat_schedule_runs_the_refresh_every_quarter_ttl(settings) -> None:  # type: ignore[no-untyped-def]
     entry = settings.CELERY_BEAT_SCHEDULE["refresh-openrouter-catalogs"]
     assert entry["task"] == "caches.refresh_openrouter_catalogs"
-    assert entry["schedule"] == max(60.0, settings.OPENROUTER_CATALOG_TTL_MS / 4000)
+    assert entry["schedule"] == max(60.0, knobs().OPENROUTER_CATALOG_TTL_MS / 4000)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import runpy
 import subprocess
@@ -10,8 +11,20 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
-from tomori.knobs import KNOBS, KNOBS_BY_NAME, read_knobs
+from tomori.knobs import (
+    KNOBS,
+    KNOBS_BY_NAME,
+    Knob,
+    Knobs,
+    check_against_table,
+    knobs,
+    load_knobs,
+    markdown_table,
+    read_knobs,
+)
 from tomori.service_urls import default_bus_channel, redis_url_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,16 +41,89 @@ def test_defaults_parse_without_errors() -> None:
     assert values["CONTAINER_MEMORY_LIMIT_MB"] is None
 
 
-def test_every_knob_is_a_django_setting() -> None:
-    missing = [k.name for k in KNOBS if not hasattr(settings, k.name)]
-    assert missing == []
+def test_the_knobs_are_one_typed_frozen_object_built_from_the_environment() -> None:
+    current, errors = load_knobs({"USER_CACHE_TTL_MINUTES": "45"})
+    assert errors == []
+    assert current.USER_CACHE_TTL_MINUTES == 45
+    assert isinstance(current.SHORT_TERM_MEMORY_TTL_HOURS, float)
+    assert current.METRICS_LOG_FILE is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        current.USER_CACHE_TTL_MINUTES = 1  # type: ignore[misc]
+
+
+def test_path_knobs_are_paths() -> None:
+    current, errors = load_knobs({"METRICS_LOG_FILE": " var/log/m.jsonl "})
+    log_file = current.METRICS_LOG_FILE
+    assert errors == [] and log_file == Path("var/log/m.jsonl")
+
+
+def test_settings_hold_the_knobs_and_no_knob_is_a_setting_of_its_own() -> None:
+    assert isinstance(settings.TOMORI_KNOBS, Knobs)
+    assert knobs() is settings.TOMORI_KNOBS
+    assert [k.name for k in KNOBS if hasattr(settings, k.name)] == []
+
+
+def test_the_object_is_checked_against_the_table() -> None:
+    check_against_table(Knobs, KNOBS)
+    extra = Knob("NOT_A_FIELD", "int", 1, "", "g")
+    with pytest.raises(TypeError, match="NOT_A_FIELD"):
+        check_against_table(Knobs, (*KNOBS, extra))
+    retyped = tuple(
+        dataclasses.replace(k, kind="str") if k.name == "USER_CACHE_TTL_MINUTES" else k
+        for k in KNOBS
+    )
+    with pytest.raises(TypeError, match="USER_CACHE_TTL_MINUTES"):
+        check_against_table(Knobs, retyped)
+
+
+def test_override_settings_changes_what_knobs_returns() -> None:
+    default = knobs().USER_CACHE_TTL_MINUTES
+    with override_settings(USER_CACHE_TTL_MINUTES=default + 7):
+        overridden = knobs()
+    after = knobs()
+    assert overridden.USER_CACHE_TTL_MINUTES - default == 7
+    assert overridden.USER_CACHE_MAX_ENTRIES == after.USER_CACHE_MAX_ENTRIES
+    assert after == settings.TOMORI_KNOBS
+
+
+def test_overriding_the_whole_object_changes_what_knobs_returns() -> None:
+    changed = dataclasses.replace(knobs(), EMERGENCY_CACHE_CLEAR_ENABLED=False)
+    with override_settings(TOMORI_KNOBS=changed):
+        assert knobs() is changed
+    assert knobs().EMERGENCY_CACHE_CLEAR_ENABLED is True
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("USER_CACHE_TTL_MINUTES", "30"), ("EMERGENCY_CACHE_CLEAR_ENABLED", 1)],
+)
+def test_an_override_of_the_wrong_type_names_its_variable(
+    name: str, value: object
+) -> None:
+    with (
+        override_settings(**{name: value}),
+        pytest.raises(ImproperlyConfigured, match=f"{name}={value!r} is invalid"),
+    ):
+        knobs()
+
+
+def test_a_float_knob_overridden_with_an_int_is_a_float() -> None:
+    with override_settings(DB_CALL_TIMEOUT_SECONDS=2):
+        value = knobs().DB_CALL_TIMEOUT_SECONDS
+    assert value == 2.0 and isinstance(value, float)
 
 
 def test_persona_sprite_ttl_falls_back_to_tomori_state_ttl() -> None:
-    assert (
-        settings.PERSONA_SPRITE_CACHE_TTL_MINUTES
-        == settings.TOMORI_STATE_CACHE_TTL_MINUTES
-    )
+    current, _ = load_knobs({"TOMORI_STATE_CACHE_TTL_MINUTES": "17"})
+    assert current.PERSONA_SPRITE_CACHE_TTL_MINUTES == 17
+    current, _ = load_knobs({"PERSONA_SPRITE_CACHE_TTL_MINUTES": "3"})
+    assert current.PERSONA_SPRITE_CACHE_TTL_MINUTES == 3
+
+
+def test_the_sweep_interval_setting_is_gone() -> None:
+    # Expired entries already go at the next read or write (caches.core.store):
+    # an interval could only keep them longer, so there is nothing to set.
+    assert "CACHE_SWEEP_INTERVAL_SECONDS" not in KNOBS_BY_NAME
 
 
 @pytest.mark.parametrize("word", ["1", "true", "YES", "on"])
@@ -136,6 +222,11 @@ def test_readme_lists_every_setting() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [k.name for k in KNOBS if f"`{k.name}`" not in readme]
     assert missing == []
+
+
+def test_readme_carries_the_generated_tables() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert markdown_table() in readme
 
 
 def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

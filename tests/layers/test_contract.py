@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.db import OperationalError
 
 from caches.core import BoundedTTLCache, FakeClock
@@ -43,6 +42,7 @@ from caches.registry import EmergencyPolicy, registry
 from tests.core.contract import check_managed_cache
 from tests.layers.conftest import LAYER_NAMES
 from tests.layers.fakes import llm_record, tomori_rows
+from tomori.knobs import knobs
 from tomori.repositories import channels as channels_repo
 from tomori.repositories import expressions as expressions_repo
 from tomori.repositories import integrations as integrations_repo
@@ -85,7 +85,7 @@ BAD_KEYS = {"gemini_capability": " ", "novelai_capability": " "}
 
 
 def _minutes(setting: str) -> float:
-    return float(getattr(settings, setting)) * 60.0
+    return float(getattr(knobs(), setting)) * 60.0
 
 
 _STATE_TTL = _minutes("TOMORI_STATE_CACHE_TTL_MINUTES")
@@ -403,7 +403,7 @@ def test_layer_maps_have_their_caps_and_ttls(name: str) -> None:
     expected = EXPECTED_MAPS[name]
     assert list(maps) == list(expected)
     for label, (cap, ttl) in expected.items():
-        want = cap if isinstance(cap, int) else int(getattr(settings, cap))
+        want = cap if isinstance(cap, int) else int(getattr(knobs(), cap))
         assert (maps[label].maxsize, maps[label].ttl) == (want, ttl), label
 
 

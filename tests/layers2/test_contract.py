@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
 from caches.layers.short_term_memory import user_short_term_memory_key
 from caches.registry import EmergencyPolicy, registry
 from tests.core.contract import check_managed_cache
 from tests.layers2.conftest import LAYER_NAMES
+from tomori.knobs import knobs
 
 EXPECTED = {
     # name: (policy, invalidatable, extra ops, cap setting)
@@ -45,11 +45,11 @@ EXPECTED = {
 }
 
 TTL_SECONDS = {
-    "short_term_memory": settings.SHORT_TERM_MEMORY_TTL_HOURS * 3600,
-    "voice_transcript": settings.VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60,
-    "markdown_table": settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60,
+    "short_term_memory": knobs().SHORT_TERM_MEMORY_TTL_HOURS * 3600,
+    "voice_transcript": knobs().VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60,
+    "markdown_table": knobs().MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60,
     "webhook": None,
-    "webhook_identity": settings.WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60,
+    "webhook_identity": knobs().WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60,
 }
 
 SAMPLE_KEYS = {
@@ -82,9 +82,8 @@ def test_layer_meets_the_managed_cache_contract(name: str) -> None:
 @pytest.mark.parametrize("name", LAYER_NAMES)
 def test_layer_cap_and_ttl_come_from_settings(name: str) -> None:
     stats = registry.stats()[name]
-    assert stats["cap"] == getattr(settings, EXPECTED[name][3])
+    assert stats["cap"] == getattr(knobs(), EXPECTED[name][3])
     assert stats["ttl"] == TTL_SECONDS[name]
-    assert stats["sweep_interval"] == settings.CACHE_SWEEP_INTERVAL_SECONDS
 
 
 @pytest.mark.parametrize("name", LAYER_NAMES)

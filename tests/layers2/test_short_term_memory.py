@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
@@ -16,6 +15,7 @@ from caches.layers.short_term_memory import (
 )
 from caches.layers.short_term_memory.keys import parse_short_term_memory_key
 from tests.layers2.stm_helpers import db, durable_rows, message, remember
+from tomori.knobs import knobs
 
 USER, OTHER_USER, SERVER, CHANNEL = 101, 102, 201, 301
 
@@ -101,7 +101,7 @@ async def test_crude_entry_expires_and_summarized_entry_lives_longer(
     await stm.update_short_term_memory_summary(
         channel_disc_id=CHANNEL + 1, user_disc_id=USER, summary="s"
     )
-    clock.advance(settings.SHORT_TERM_MEMORY_TTL_HOURS * 3600)
+    clock.advance(knobs().SHORT_TERM_MEMORY_TTL_HOURS * 3600)
     await stm.flush_pending_writes()
     assert stm_store.cache.peek(user_short_term_memory_key(USER, CHANNEL)) is MISSING
     assert await stm.get_short_term_memory_for_user_channel(USER, CHANNEL) is None
@@ -114,7 +114,7 @@ async def test_clear_expired_entries_keeps_live_ones(
     stm_store, clock: FakeClock
 ) -> None:
     await remember(USER, None, CHANNEL, "old")
-    clock.advance(settings.SHORT_TERM_MEMORY_TTL_HOURS * 3600 - 1)
+    clock.advance(knobs().SHORT_TERM_MEMORY_TTL_HOURS * 3600 - 1)
     await remember(USER, None, CHANNEL + 1, "new")
     clock.advance(1)
     assert stm.clear_expired_entries() == 1

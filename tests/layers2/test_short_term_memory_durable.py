@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
@@ -22,6 +21,7 @@ from caches.layers.short_term_memory import (
 from caches.layers.short_term_memory.durable import DurableWriter
 from tests.layers2.stm_helpers import db, durable_rows, message, remember
 from tests.support.faults import until
+from tomori.knobs import knobs
 from tomori.models import ShortTermMemoryRecord
 from tomori.repositories import memory as repo
 from tomori.repositories.memory import DeleteWhere
@@ -303,7 +303,7 @@ async def test_clear_then_new_memory_lands_in_order(stm_store) -> None:
 @db
 async def test_hydration_respects_ttls(stm_store) -> None:
     now = timezone.now()
-    crude_ttl = timedelta(hours=settings.SHORT_TERM_MEMORY_TTL_HOURS)
+    crude_ttl = timedelta(hours=knobs().SHORT_TERM_MEMORY_TTL_HOURS)
     await sync_to_async(repo.apply_memory_writes)(
         [
             _record("shortterm:user:1:10", now - crude_ttl - timedelta(minutes=1), ""),
@@ -334,7 +334,7 @@ def _record(key: str, updated_at, summary: str) -> repo.DurableMemory:
 @pytest.mark.django_db
 def test_janitor_purges_rows_past_retention() -> None:
     now = timezone.now()
-    days = settings.STM_JANITOR_RETENTION_DAYS
+    days = knobs().STM_JANITOR_RETENTION_DAYS
     repo.apply_memory_writes(
         [
             _record("shortterm:user:1:1", now - timedelta(days=days, minutes=1), "x"),

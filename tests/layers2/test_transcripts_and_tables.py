@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
@@ -24,7 +23,7 @@ from caches.layers.voice_transcript import (
     get_cached_voice_transcript,
 )
 from caches.registry import registry
-from tomori.knobs import read_knobs
+from tomori.knobs import knobs, read_knobs
 
 TABLE = "| a | b |\n|---|---|\n| 1 | 2 |"
 
@@ -43,7 +42,7 @@ def test_never_cached_message_is_missing_not_expired() -> None:
 
 def test_markdown_table_expires_after_its_ttl(clock: FakeClock) -> None:
     cache_markdown_table(2, TABLE)
-    clock.advance(settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60 - 1)
+    clock.advance(knobs().MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60 - 1)
     assert get_cached_markdown_table(2).found
     clock.advance(1)
     lookup = get_cached_markdown_table(2)
@@ -53,7 +52,7 @@ def test_markdown_table_expires_after_its_ttl(clock: FakeClock) -> None:
 
 def test_expired_table_text_is_not_kept_in_memory(clock: FakeClock) -> None:
     cache_markdown_table(3, TABLE)
-    clock.advance(settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60)
+    clock.advance(knobs().MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60)
     assert len(registry.get("markdown_table")) == 0
     assert 3 in markdown_table_cache().seen
     assert registry.stats()["markdown_table"]["tombstones"] >= 1
@@ -75,7 +74,7 @@ def test_voice_transcript_keeps_text_and_source(clock: FakeClock) -> None:
         "hello there", TranscriptSource.STT
     )
     assert get_cached_voice_transcript(11).value.source is TranscriptSource.TTS
-    clock.advance(settings.VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60)
+    clock.advance(knobs().VOICE_TRANSCRIPT_CACHE_TTL_MINUTES * 60)
     assert get_cached_voice_transcript(10).status is LookupStatus.EXPIRED
 
 
@@ -140,5 +139,5 @@ def test_manage_py_check_refuses_a_button_that_outlives_its_table() -> None:
 
 
 def test_default_button_timeout_fits_the_table_ttl() -> None:
-    ttl = settings.MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60
+    ttl = knobs().MARKDOWN_TABLE_CACHE_TTL_MINUTES * 60
     assert 0 < markdown_button_timeout_seconds() <= ttl

@@ -27,6 +27,7 @@ from caches.layers.webhook import (
 )
 from caches.registry import registry
 from tests.layers2.conftest import FakeDiscordWebhooks
+from tomori.knobs import knobs
 from tomori.models import ManagedWebhook
 from tomori.repositories import webhooks as repo
 
@@ -210,7 +211,7 @@ async def test_refused_channel_is_not_retried_until_the_failure_expires(
     del discord_webhooks.refuse[CHANNEL]
     assert await _resolve(discord_webhooks) is None
     assert discord_webhooks.created == []
-    clock.advance(settings.WEBHOOK_FAILURE_CACHE_TTL_MINUTES * 60)
+    clock.advance(knobs().WEBHOOK_FAILURE_CACHE_TTL_MINUTES * 60)
     assert await _resolve(discord_webhooks) is not None
     assert discord_webhooks.created == [CHANNEL]
 

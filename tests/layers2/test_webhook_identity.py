@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from django.conf import settings
-
 from caches.core import FakeClock
 from caches.layers.webhook_identity import (
     WebhookIdentity,
@@ -15,6 +13,7 @@ from caches.layers.webhook_identity import (
     resolve_webhook_identity,
 )
 from caches.registry import registry
+from tomori.knobs import knobs
 
 ALICE = WebhookIdentity(user_disc_id=11, display_name="Alice")
 
@@ -49,7 +48,7 @@ async def test_webhook_impersonating_nobody_is_cached_as_none() -> None:
 async def test_identity_expires_after_its_ttl(clock: FakeClock) -> None:
     resolver = Resolver({3: ALICE})
     await resolve_webhook_identity(3, resolver)
-    clock.advance(settings.WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60)
+    clock.advance(knobs().WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60)
     await resolve_webhook_identity(3, resolver)
     assert resolver.calls == [3, 3]
 

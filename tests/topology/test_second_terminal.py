@@ -31,7 +31,7 @@ def _settings_json(checkout: Path, *, env: dict[str, str] | None = None) -> dict
         "import json; from django.conf import settings as s; print(json.dumps({"
         "'debug': s.DEBUG, 'secret_key': s.SECRET_KEY, 'crypto': s.CRYPTO_SECRETS,"
         "'current': s.CRYPTO_SECRET_CURRENT, 'redis': s.REDIS_URL,"
-        "'db': str(s.DATABASES['default']['NAME']), 'openrouter': s.OPENROUTER_BASE_URL}))"
+        "'db': str(s.DATABASES['default']['NAME']), 'openrouter': s.TOMORI_KNOBS.OPENROUTER_BASE_URL}))"
     )
     done = run_in(checkout, PY, "manage.py", "shell", "-c", code, env=env)
     assert done.returncode == 0, done.stderr

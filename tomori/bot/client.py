@@ -48,12 +48,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import discord
-from django.conf import settings
 
 from metrics.prometheus.buckets import TurnTimings
 from tomori.bot.pipeline import MessagePipeline
 from tomori.bot.pipeline import discord_events as events
 from tomori.bot.pipeline.waiting import CountWaiters
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def client_options(**overrides: Any) -> dict[str, Any]:
     """Return the discord.py options chosen in the module docstring, with overrides."""
     options: dict[str, Any] = {
         "intents": bot_intents(),
-        "max_messages": settings.DISCORD_MAX_MESSAGES,
+        "max_messages": knobs().DISCORD_MAX_MESSAGES,
         "member_cache_flags": member_cache_flags(),
         "chunk_guilds_at_startup": False,
     }

@@ -61,6 +61,7 @@ from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
 from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.lock import ShardLock, lock_names
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -144,8 +145,8 @@ class BotWorker:
         self._last_hits = (0, 0)
         self.consistency = ConsistencyWatcher(
             registry,
-            checks_per_second=settings.CONSISTENCY_CHECKS_PER_SECOND,
-            bound_seconds=settings.INVALIDATION_STALENESS_BOUND_SECONDS,
+            checks_per_second=knobs().CONSISTENCY_CHECKS_PER_SECOND,
+            bound_seconds=knobs().INVALIDATION_STALENESS_BOUND_SECONDS,
         )
         self.context: WorkerContext | None = None
         self.admin_port: int | None = None
@@ -187,10 +188,10 @@ class BotWorker:
         if not self._start_metrics():
             return
         effective = apply_libvips_settings(
-            concurrency=settings.SHARP_CONCURRENCY,
-            cache_memory_mb=settings.SHARP_CACHE_MEMORY_MB,
-            cache_items=settings.SHARP_CACHE_ITEMS,
-            cache_files=settings.SHARP_CACHE_FILES,
+            concurrency=knobs().SHARP_CONCURRENCY,
+            cache_memory_mb=knobs().SHARP_CACHE_MEMORY_MB,
+            cache_items=knobs().SHARP_CACHE_ITEMS,
+            cache_files=knobs().SHARP_CACHE_FILES,
         )
         logger.info("libvips limits in effect: %s", effective)
         # Subscribe before warming: the first subscription clears every
@@ -218,8 +219,8 @@ class BotWorker:
             observability.start()
         except OSError as exc:
             self.exit_reason = (
-                f"cannot serve metrics on {settings.METRICS_ADDRESS}:"
-                f"{settings.METRICS_PORT} (METRICS_ADDRESS/METRICS_PORT): {exc}"
+                f"cannot serve metrics on {knobs().METRICS_ADDRESS}:"
+                f"{knobs().METRICS_PORT} (METRICS_ADDRESS/METRICS_PORT): {exc}"
             )
             logger.error("%s", self.exit_reason)
             self.stop()
@@ -293,15 +294,15 @@ class BotWorker:
 
     def _start_timers(self) -> None:
         limit, source = detect_memory_limit_bytes(
-            configured_mb=settings.CONTAINER_MEMORY_LIMIT_MB
+            configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB
         )
         logger.info("memory limit %.0f MB (%s)", limit / 2**20, source)
         if limit > 0:
             self.guard = MemoryGuard(
                 limit_bytes=limit,
-                warning_threshold=settings.MEMORY_WARNING_THRESHOLD,
-                critical_threshold=settings.MEMORY_CRITICAL_THRESHOLD,
-                cooldown_seconds=settings.EMERGENCY_COOLDOWN_MS / 1000,
+                warning_threshold=knobs().MEMORY_WARNING_THRESHOLD,
+                critical_threshold=knobs().MEMORY_CRITICAL_THRESHOLD,
+                cooldown_seconds=knobs().EMERGENCY_COOLDOWN_MS / 1000,
                 on_metric=emit_metric,
             )
             install_emergency_handler(self.guard, client_getter=lambda: self.client)
@@ -309,7 +310,7 @@ class BotWorker:
             self._spawn(
                 run_memory_monitor(
                     self.guard,
-                    interval_seconds=settings.MEMORY_MONITOR_INTERVAL_MS / 1000,
+                    interval_seconds=knobs().MEMORY_MONITOR_INTERVAL_MS / 1000,
                     stop=self.stop_event,
                 ),
                 "memory-guard",
@@ -318,7 +319,7 @@ class BotWorker:
         lag.start()
         self._running.cleanups.append(lag.stop)
         metrics_logger = CacheMetricsLogger(
-            interval_seconds=settings.CACHE_METRICS_INTERVAL_MS / 1000,
+            interval_seconds=knobs().CACHE_METRICS_INTERVAL_MS / 1000,
             worker_id=self.worker_id,
             client_getter=lambda: self.client,
             guard=self.guard,
@@ -336,7 +337,7 @@ class BotWorker:
         )
         self._spawn(self.consistency.run(self.stop_event), "consistency-watcher")
         self._spawn(
-            self._every(settings.WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
+            self._every(knobs().WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
         )
 
@@ -548,7 +549,7 @@ class BotWorker:
 
     async def shutdown(self) -> int:
         """Stop timers, close the gateway and bus, flush durable writes; return the exit code."""
-        timeout = float(settings.WORKER_SHUTDOWN_TIMEOUT_SECONDS)
+        timeout = knobs().WORKER_SHUTDOWN_TIMEOUT_SECONDS
         deadline = asyncio.get_running_loop().time() + timeout
         self._watchdog = _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
         self.stop_event.set()

@@ -5,13 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.conf import settings
 from django.db import models
-
-
-def knob(name: str) -> Any:
-    """Return the operational setting `name` (see tomori/knobs.py)."""
-    return getattr(settings, name)
 
 
 def check_fields(allowed: Iterable[str], fields: Mapping[str, Any]) -> None:

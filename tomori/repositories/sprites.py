@@ -9,9 +9,9 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Max
 
+from tomori.knobs import knobs
 from tomori.models import Persona, PersonaSprite, PersonaSpriteMessage
 from tomori.models.sprites import SPRITE_INSTRUCTIONS_DB_MAX
-from tomori.repositories._fields import knob
 
 
 class SpriteLimitError(ValueError):
@@ -51,19 +51,19 @@ class SpriteMessageRecord:
 
 def max_sprites_per_persona() -> int:
     """Return PERSONA_SPRITE_MAX_PER_PERSONA."""
-    return int(knob("PERSONA_SPRITE_MAX_PER_PERSONA"))
+    return knobs().PERSONA_SPRITE_MAX_PER_PERSONA
 
 
 def max_instructions_length() -> int:
     """Return the instructions limit, never above the database maximum (1000)."""
     return min(
-        int(knob("PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH")), SPRITE_INSTRUCTIONS_DB_MAX
+        knobs().PERSONA_SPRITE_MAX_INSTRUCTIONS_LENGTH, SPRITE_INSTRUCTIONS_DB_MAX
     )
 
 
 def sprites_for_prompt(sprites: Sequence[SpriteRecord]) -> tuple[SpriteRecord, ...]:
     """Return the sprites a prompt may list (at most PERSONA_SPRITE_PROMPT_MAX_COUNT)."""
-    return tuple(sprites[: int(knob("PERSONA_SPRITE_PROMPT_MAX_COUNT"))])
+    return tuple(sprites[: knobs().PERSONA_SPRITE_PROMPT_MAX_COUNT])
 
 
 def _record(row: PersonaSprite) -> SpriteRecord:

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Unpack
 
-from django.conf import settings
-
 from caches.layers.short_term_memory import keys as _k
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry, StmMessage
 from caches.layers.short_term_memory.keys import (
@@ -26,13 +24,13 @@ from caches.layers.short_term_memory.keys import (
 )
 from caches.layers.short_term_memory.store import ScopeFilters, ShortTermMemoryStore
 from caches.registry import EmergencyPolicy, registry
+from tomori.knobs import knobs
 from tomori.repositories.memory import DeleteWhere
 
 NAME = "short_term_memory"
 
 _store = ShortTermMemoryStore(
-    maxsize=settings.SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES,
-    sweep_interval=settings.CACHE_SWEEP_INTERVAL_SECONDS,
+    maxsize=knobs().SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES,
 )
 
 
@@ -83,7 +81,7 @@ async def get_short_term_memories_from_other_channels(
     persona_lineage: Collection[int] | None = None,
 ) -> list[ShortTermMemoryEntry]:
     """Return the latest shared entry of up to MAX_OTHER_CHANNELS other channels."""
-    limit = settings.SHORT_TERM_MEMORY_MAX_OTHER_CHANNELS
+    limit = knobs().SHORT_TERM_MEMORY_MAX_OTHER_CHANNELS
     if limit == 0:
         return []
     entries = await get_short_term_memories_for_server(

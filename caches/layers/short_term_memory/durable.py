@@ -19,9 +19,8 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 
-from django.conf import settings
-
 from caches.layers._support import run_db
+from tomori.knobs import knobs
 from tomori.repositories.memory import (
     DeleteKeys,
     DeleteWhere,
@@ -222,7 +221,7 @@ class DurableWriter:
             )
 
     async def _back_off(self) -> None:
-        ceiling = float(settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS)
+        ceiling = knobs().SHORT_TERM_MEMORY_RETRY_MAX_SECONDS
         delay = min(ceiling, RETRY_FIRST_SECONDS * 2 ** min(self._failing - 1, 30))
         if self._hurry:
             delay = min(delay, FLUSH_RETRY_SECONDS)

@@ -15,7 +15,6 @@ import math
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
 from caches.core import MISSING, BoundedTTLCache
@@ -26,6 +25,7 @@ from caches.layers.short_term_memory.entry import (
     entry_from_durable,
 )
 from caches.layers.short_term_memory.keys import SERVER, USER
+from tomori.knobs import knobs
 from tomori.repositories import memory as repo
 from tomori.repositories.memory import DurableMemory
 
@@ -37,12 +37,12 @@ _TTL_STEPS = 15
 
 def crude_ttl() -> float:
     """Return the ttl in seconds of an entry without a summary."""
-    return float(settings.SHORT_TERM_MEMORY_TTL_HOURS) * 3600.0
+    return knobs().SHORT_TERM_MEMORY_TTL_HOURS * 3600.0
 
 
 def summary_ttl() -> float:
     """Return the ttl in seconds of an entry with a summary."""
-    return float(settings.SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS) * 3600.0
+    return knobs().SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS * 3600.0
 
 
 def remaining_ttl(record: DurableMemory, now: datetime) -> float | None:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict
 
-from django.conf import settings
-
 from caches.core import MISSING, BoundedTTLCache, Clock
 from caches.layers.short_term_memory import keys as k
 from caches.layers.short_term_memory.durable import DurableWriter
@@ -25,6 +23,7 @@ from caches.layers.short_term_memory.hydration import (
     crude_ttl,
     summary_ttl,
 )
+from tomori.knobs import knobs
 from tomori.repositories import memory as repo
 from tomori.repositories.memory import DeleteKeys, DeleteWhere
 
@@ -81,9 +80,9 @@ class _Where:
 class ShortTermMemoryStore:
     """Short-term memory of one process: cache first, table behind."""
 
-    def __init__(self, *, maxsize: int, sweep_interval: float = 600.0) -> None:
+    def __init__(self, *, maxsize: int) -> None:
         self.cache: BoundedTTLCache[str, Value] = BoundedTTLCache(
-            "short_term_memory", maxsize=maxsize, sweep_interval=sweep_interval
+            "short_term_memory", maxsize=maxsize
         )
         # Scopes (user or server) already bulk-loaded; they expire with the
         # crude ttl so entries evicted at the cap come back on a later listing.
@@ -92,7 +91,7 @@ class ShortTermMemoryStore:
         )
         self.writer = DurableWriter(
             repo.apply_memory_writes,
-            max_pending=settings.SHORT_TERM_MEMORY_PENDING_WRITES_MAX,
+            max_pending=knobs().SHORT_TERM_MEMORY_PENDING_WRITES_MAX,
         )
         self.hydrator = Hydrator(self.cache, self.writer, self._put)
         self._index: dict[Scope, set[str]] = {}
@@ -153,7 +152,7 @@ class ShortTermMemoryStore:
         where = _Where(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         bases = await self._bases(where)
         # No await from here on: read-merge-write of both keys is atomic.
-        limit = settings.SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL
+        limit = knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL
         written = [
             base.evolve(
                 persona_lineage=tuple(persona_lineage) or base.persona_lineage,
@@ -186,7 +185,7 @@ class ShortTermMemoryStore:
         """Set the summary (truncated) of the user and/or server key of a channel."""
         where = _Where(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         bases = await self._bases(where)
-        text = summary[: settings.SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH] or None
+        text = summary[: knobs().SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH] or None
         written = [
             base.evolve(
                 summary=text,

@@ -15,6 +15,8 @@ from typing import IO, Any
 
 from django.conf import settings
 
+from tomori.knobs import knobs
+
 logger = logging.getLogger(__name__)
 
 # 1: extended; 2: was gone and is set again; a string: the other holder's value.
@@ -65,7 +67,7 @@ class LockTiming:
 
     @classmethod
     def from_settings(cls) -> LockTiming:
-        return cls(ttl=float(settings.SHARD_LOCK_TTL_SECONDS))
+        return cls(ttl=float(knobs().SHARD_LOCK_TTL_SECONDS))
 
     @property
     def renew_every(self) -> float:

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-
 from caches.catalogs import CatalogSet
 from caches.db_outage import DB_ERRORS, database_failed, failing_layer
 from caches.layers.channel_llm import get_cached_channel_llm
@@ -44,6 +42,7 @@ from tomori.bot.pipeline.turn import (
     persona_fields,
 )
 from tomori.bot.pipeline.waiting import CountWaiters
+from tomori.knobs import knobs
 from tomori.repositories.channels import WhitelistDecision
 
 if TYPE_CHECKING:
@@ -106,7 +105,7 @@ class MessagePipeline:
         self.history_scan_limit = history_scan_limit
         # The crude message count is read once: a Django setting read costs a
         # lazy-object lookup, and this runs on every turn.
-        crude = int(settings.SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT)
+        crude = knobs().SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT
         self.memory = MemoryStep(capture=capture_short_term_memory, keep=crude - 1)
         self.counters = PipelineCounters()
         self.recent = RecentTurns()

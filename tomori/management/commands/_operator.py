@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from caches.bus import BusUnavailable
@@ -19,6 +18,7 @@ from caches.operations import (
     describe_command,
     send_command,
 )
+from tomori.knobs import knobs
 
 ISSUER = "manage.py"
 
@@ -26,7 +26,7 @@ ISSUER = "manage.py"
 def add_timeout_argument(parser: CommandParser, default: float | None = None) -> None:
     """Add --timeout (seconds to wait for the workers' replies)."""
     if default is None:
-        default = settings.CACHE_COMMAND_TIMEOUT_SECONDS
+        default = knobs().CACHE_COMMAND_TIMEOUT_SECONDS
     parser.add_argument(
         "--timeout",
         type=float,

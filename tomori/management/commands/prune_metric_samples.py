@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from metrics.repository import MetricSampleRepository
+from tomori.knobs import knobs
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         repository = MetricSampleRepository()
-        days = settings.METRIC_SAMPLE_RETENTION_DAYS
+        days = knobs().METRIC_SAMPLE_RETENTION_DAYS
         if options["dry_run"]:
             count = repository.count_prunable()
             self.stdout.write(f"would delete {count} sample(s) older than {days} days")

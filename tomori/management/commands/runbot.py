@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from django.conf import settings
 from django.core import checks
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
 from tomori.bot.lock import ShardLockError
 from tomori.bot.worker import BotWorker, WorkerOptions, exit_if_blocked_in_database
+from tomori.knobs import knobs
 
 
 def _shard_ids(text: str) -> list[int]:
@@ -109,7 +109,7 @@ class Command(BaseCommand):
             raise CommandError(worker.exit_reason or f"worker exited with {code}")
 
     def _options(self, opts: dict[str, Any]) -> WorkerOptions:
-        token = settings.DISCORD_TOKEN
+        token = knobs().DISCORD_TOKEN
         simulate = opts["simulate"] if opts["simulate"] is not None else not token
         if not simulate and not token:
             raise CommandError("--no-simulate needs DISCORD_TOKEN")
