@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from tests.invalidation import probes
 from tomori import models as m
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres")]
 
 
-def test_admin_change_form_invalidates(admin_client, caches, world, commit):
+def test_admin_change_form_invalidates(admin_client, layers, world, commit):
     user = world.user(language="en")
-    caches.read("user", user.user_disc_id)
+    row = probes.user_row(user)
+    assert layers.warm(row)[0].language == "en"
 
     with commit():
         response = admin_client.post(
@@ -27,16 +29,16 @@ def test_admin_change_form_invalidates(admin_client, caches, world, commit):
         )
 
     assert response.status_code == 302, response.content[:2000]
-    assert caches.read("user", user.user_disc_id)[1:] == (2, "de")
-    assert caches.stale() == []
+    served = layers.read(row)
+    assert (served.privacy_level, served.language) == (2, "de")
 
 
-def test_admin_change_of_many_to_many_invalidates(admin_client, caches, world, commit):
+def test_admin_change_of_many_to_many_invalidates(admin_client, layers, world, commit):
     server = world.server()
     persona = world.persona(server)
     row = m.WhitelistedChannel.objects.create(server=server, channel_disc_id=71)
-    key = f"{server.server_disc_id}:71:0:0"
-    caches.read("channel_whitelist", key)
+    decision = probes.whitelist(server, 71)
+    assert layers.warm(decision)[0].persona_ids == ()
 
     with commit():
         response = admin_client.post(
@@ -51,14 +53,18 @@ def test_admin_change_of_many_to_many_invalidates(admin_client, caches, world, c
         )
 
     assert response.status_code == 302, response.content[:2000]
-    assert caches.read("channel_whitelist", key)[1][0][3] == (persona.name,)
-    assert caches.stale() == []
+    assert layers.read(decision).persona_ids == (persona.id,)
 
 
-def test_admin_delete_view_invalidates(admin_client, caches, world, commit):
+def _names(state) -> list[str]:  # type: ignore[no-untyped-def]
+    return [p.name for p in state.personas]
+
+
+def test_admin_delete_view_invalidates(admin_client, layers, world, commit):
     server = world.server()
     persona = world.persona(server)
-    caches.read("tomori_state", server.server_disc_id)
+    state = probes.state(server)
+    assert _names(layers.warm(state)[0]) == ["main", persona.name]
 
     with commit():
         response = admin_client.post(
@@ -66,15 +72,14 @@ def test_admin_delete_view_invalidates(admin_client, caches, world, commit):
         )
 
     assert response.status_code == 302
-    assert caches.read("tomori_state", server.server_disc_id)[4] == ()
-    assert caches.stale() == []
+    assert _names(layers.read(state)) == ["main"]
 
 
-def test_admin_bulk_delete_action_invalidates(admin_client, caches, world, commit):
+def test_admin_bulk_delete_action_invalidates(admin_client, layers, world, commit):
     first, second = world.server(), world.server()
     personas = [world.persona(first), world.persona(second)]
-    caches.read("tomori_state", first.server_disc_id)
-    caches.read("tomori_state", second.server_disc_id)
+    states = [probes.state(first), probes.state(second)]
+    layers.warm(*states)
 
     with commit():
         response = admin_client.post(
@@ -88,4 +93,4 @@ def test_admin_bulk_delete_action_invalidates(admin_client, caches, world, commi
 
     assert response.status_code == 302
     assert not m.Persona.objects.filter(pk__in=[p.pk for p in personas]).exists()
-    assert caches.stale() == []
+    assert [_names(layers.read(s)) for s in states] == [["main"], ["main"]]

@@ -1,21 +1,24 @@
-"""A write that commits while a load is in flight keeps the old row out of the cache."""
+"""A write that commits while a load is in flight keeps the old row out of the real layer."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from caches import bus
-from caches.core import MISSING
-from tests.invalidation.conftest import load_tomori_state
+from caches.layers import tomori_state
 from tomori import models as m
+from tomori.repositories import servers as servers_repo
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("postgres"),
 ]
+
+WAIT = 30.0
 
 
 def _rename(persona_id: int, name: str) -> None:
@@ -24,27 +27,36 @@ def _rename(persona_id: int, name: str) -> None:
     persona.save()
 
 
-async def test_invalidation_during_an_inflight_load_is_not_cached(caches, world):
+def _names(state: tomori_state.TomoriState | None) -> list[str]:
+    assert state is not None
+    return [p.name for p in state.personas]
+
+
+async def test_invalidation_during_an_inflight_load_is_not_cached(
+    layers, world, monkeypatch
+):
     server = await sync_to_async(world.server)()
     persona = await sync_to_async(world.persona)(server, name="old")
     key = server.server_disc_id
     # Invalidations are applied on this loop's thread, as in the bot worker.
     bus.start_subscriber(loop=asyncio.get_running_loop())
-    cache = caches.caches["tomori_state"]
-    read_done, may_store = asyncio.Event(), asyncio.Event()
+    read_done, may_store = threading.Event(), threading.Event()
+    read_rows = servers_repo.load_tomori_state_rows
 
-    async def loader():
-        value = await sync_to_async(load_tomori_state)(key)
+    def gated_read(server_disc_id: int) -> servers_repo.TomoriStateRows | None:
+        rows = read_rows(server_disc_id)  # the real read, then a pause
         read_done.set()
-        await may_store.wait()  # the write commits between the read and the store
-        return value
+        may_store.wait(WAIT)  # the write commits between the read and the store
+        return rows
 
-    load = asyncio.create_task(cache.get_or_load(key, loader))
-    await read_done.wait()
-    await sync_to_async(_rename)(persona.id, "new")
+    monkeypatch.setattr(servers_repo, "load_tomori_state_rows", gated_read)
+    load = asyncio.create_task(tomori_state.get_cached_tomori_state(key))
+    assert await asyncio.to_thread(read_done.wait, WAIT)
+    # Another thread (its own connection) commits while the layer's database
+    # thread is held.
+    await sync_to_async(_rename, thread_sensitive=False)(persona.id, "new")
     may_store.set()
 
-    assert (await load)[4][0][1] == "old"  # its waiters get what it read
-    assert cache.get(key) is MISSING  # but the old row is not cached
-    fresh = await cache.get_or_load(key, lambda: sync_to_async(load_tomori_state)(key))
-    assert fresh[4][0][1] == "new"
+    assert _names(await load) == ["main", "old"]  # its waiters get what it read
+    # But the old row was not cached: the next read loads the new one.
+    assert _names(await tomori_state.get_cached_tomori_state(key)) == ["main", "new"]

@@ -1,71 +1,94 @@
-"""Every write path invalidates what it changed: read through a cache, write, read again."""
+"""Every write path invalidates the real layer it feeds.
+
+Each test warms a registered layer through its public getter (the second
+read makes no query), writes through one path inside a committed block
+(`django_capture_on_commit_callbacks(execute=True)`), and reads again through
+the getter: the layer must serve the new value.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
 from django.db.models import F
 
+from caches import rules
 from caches.invalidation import Event, capture, raw_write, record_change
+from caches.layers import tomori_state
+from caches.layers.preset_avatar import PNG_SIGNATURE
+from caches.registry import registry
+from tests.invalidation import probes
+from tests.invalidation.conftest import Layers, Probe, World
 from tomori import models as m
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres")]
 
 
-def test_save_invalidates_the_servers_tomori_state(caches, world, commit):
+def names(state: Any) -> tuple[str, ...]:
+    """Return the persona names of a TomoriState (main first)."""
+    return tuple(p.name for p in state.personas)
+
+
+def test_save_invalidates_the_servers_tomori_state(layers, world, commit):
     server = world.server()
     persona = world.persona(server, name="before")
-    old = caches.read("tomori_state", server.server_disc_id)
+    state = probes.state(server)
+    assert names(layers.warm(state)[0]) == ("main", "before")
 
     with commit():
         persona.name = "after"
         persona.save()
 
-    assert caches.read("tomori_state", server.server_disc_id) != old
-    assert caches.stale() == []
+    assert names(layers.read(state)) == ("main", "after")
 
 
-def test_persona_moved_to_another_server_invalidates_both(caches, world, commit):
+def test_persona_moved_to_another_server_invalidates_both(layers, world, commit):
     first, second = world.server(), world.server()
     persona = world.persona(first)
-    caches.read("tomori_state", first.server_disc_id)
-    caches.read("tomori_state", second.server_disc_id)
+    layers.warm(probes.state(first), probes.state(second))
 
     with commit():
         persona.server = second
         persona.save(update_fields=["server"])
 
-    assert caches.stale() == []
-    assert caches.read("tomori_state", second.server_disc_id)[4][0][0] == persona.id
+    assert names(layers.read(probes.state(first))) == ("main",)
+    assert [p.id for p in layers.read(probes.state(second)).personas][1:] == [
+        persona.id
+    ]
 
 
-def test_save_of_a_stale_instance_uses_the_stored_old_key(caches, world, commit):
+def test_save_of_a_stale_instance_uses_the_stored_old_key(layers, world, commit):
     first, second, third = world.server(), world.server(), world.server()
-    persona = world.persona(first)
+    persona = world.persona(first, name="moving")
     stale_copy = m.Persona.objects.get(pk=persona.pk)
-    m.Persona.objects.filter(pk=persona.pk).update(server=second)
-    caches.read("tomori_state", second.server_disc_id)
+    with commit():
+        m.Persona.objects.filter(pk=persona.pk).update(server=second)
+    assert "moving" in names(layers.warm(probes.state(second))[0])
 
     with commit():
         stale_copy.server = third
         stale_copy.save()
 
-    assert caches.stale() == []
+    assert "moving" not in names(layers.read(probes.state(second)))
+    assert "moving" in names(layers.read(probes.state(third)))
 
 
-def test_delete_invalidates(caches, world, commit):
+def test_delete_invalidates(layers, world, commit):
     server = world.server()
     persona = world.persona(server)
-    caches.read("tomori_state", server.server_disc_id)
+    layers.warm(probes.state(server))
 
     with commit():
         persona.delete()
 
-    assert caches.read("tomori_state", server.server_disc_id)[4] == ()
-    assert caches.stale() == []
+    assert names(layers.read(probes.state(server))) == ("main",)
 
 
-def test_parent_delete_cascades_invalidate_every_child_cache(caches, world, commit):
+def test_parent_delete_cascades_invalidate_every_child_cache(layers, world, commit):
     server = world.server()
     persona = world.persona(server)
     llm = world.llm()
@@ -75,27 +98,26 @@ def test_parent_delete_cascades_invalidate_every_child_cache(caches, world, comm
     m.ChannelLlmOverride.objects.create(server=server, channel_disc_id=7, llm=llm)
     m.ChannelPromptOverride.objects.create(server=server, channel_disc_id=7, prompt="p")
     m.GuildMcpServerConfig.objects.create(server=server, name="mcp", url="http://m")
-    keys = [
-        ("tomori_state", server.server_disc_id),
-        ("persona_sprite", persona.id),
-        ("channel_llm", (server.id, 7)),
-        ("channel_prompt", (server.id, 7)),
-        ("guild_mcp_config", server.id),
-        ("emoji_sticker", server.id),
+    reads = [
+        probes.state(server),
+        probes.sprites(persona.id),
+        probes.channel_llm_override(server, 7),
+        probes.channel_prompt_override(server, 7),
+        probes.mcp_configs(server),
+        probes.expressions(server),
     ]
-    for name, key in keys:
-        caches.read(name, key)
+    before = layers.warm(*reads)
 
     with commit():
         server.delete()
 
-    assert caches.stale() == []
-    assert all(
-        caches.read(name, key) in (None, (), (None, (), None)) for name, key in keys
-    )
+    after = [layers.read(p) for p in reads]
+    assert after[:4] == [None, (), None, None]
+    assert all(was != now for was, now in zip(before, after, strict=True))
+    assert layers.stale(*reads) == []
 
 
-def test_cascade_from_one_delete_is_one_batch(caches, world, commit, local_bus):
+def test_cascade_from_one_delete_is_one_batch(world, commit, local_bus):
     server = world.server()
     for _ in range(5):
         persona = world.persona(server)
@@ -109,49 +131,54 @@ def test_cascade_from_one_delete_is_one_batch(caches, world, commit, local_bus):
 
 
 def test_set_null_from_a_deleted_llm_invalidates_the_rows_it_rewrote(
-    caches, world, commit
+    layers, world, commit
 ):
     server = world.server()
     llm = world.llm()
     world.persona(server, llm=llm)
     m.ServerModelConfig.objects.create(server=server, llm=llm)
-    caches.read("tomori_state", server.server_disc_id)
-    caches.read("llm", llm.id)
+    state, llm_row = probes.state(server), probes.llm_row(llm)
+    warm_state, warm_llm = layers.warm(state, llm_row)
+    assert warm_state.llm_id == llm.id and warm_llm.id == llm.id
 
     with commit():
         llm.delete()
 
-    assert caches.stale() == []
+    after = layers.read(state)
+    assert after.llm_id is None
+    assert [p.llm_id for p in after.personas] == [None, None]
+    assert layers.read(llm_row) is None
 
 
-def test_queryset_update_invalidates_old_and_new_keys(caches, world, commit):
+def test_queryset_update_invalidates_old_and_new_keys(layers, world, commit):
     first, second = world.server(), world.server()
     world.persona(first)
     world.persona(first)
-    caches.read("tomori_state", first.server_disc_id)
-    caches.read("tomori_state", second.server_disc_id)
+    layers.warm(probes.state(first), probes.state(second))
 
     with commit():
-        count = m.Persona.objects.filter(server=first).update(server=second)
+        count = m.Persona.objects.filter(server=first, is_main=False).update(
+            server=second
+        )
 
     assert count == 2
-    assert caches.stale() == []
-    assert len(caches.read("tomori_state", second.server_disc_id)[4]) == 2
+    assert names(layers.read(probes.state(first))) == ("main",)
+    assert len(layers.read(probes.state(second)).personas) == 3
 
 
-def test_queryset_update_with_an_expression(caches, world, commit):
+def test_queryset_update_with_an_expression(layers, world, commit):
     server = world.server()
     persona = world.persona(server)
     m.PersonaSprite.objects.create(persona=persona, name="s", image_url="http://x")
-    caches.read("persona_sprite", persona.id)
+    sprites = probes.sprites(persona.id)
+    assert layers.warm(sprites)[0][0].position == 0
 
     with commit():
         m.PersonaSprite.objects.filter(persona=persona).update(
             position=F("position") + 5
         )
 
-    assert caches.read("persona_sprite", persona.id)[0][1] == 5
-    assert caches.stale() == []
+    assert layers.read(sprites)[0].position == 5
 
 
 def test_queryset_update_of_an_irrelevant_column_records_nothing(world, commit):
@@ -166,25 +193,25 @@ def test_queryset_update_of_an_irrelevant_column_records_nothing(world, commit):
     assert seen.recorded == []
 
 
-def test_queryset_delete_invalidates(caches, world, commit):
+def test_queryset_delete_invalidates(layers, world, commit):
     server = world.server()
     persona = world.persona(server)
     m.PersonaSprite.objects.create(persona=persona, name="a", image_url="http://x/a")
     m.PersonaSprite.objects.create(persona=persona, name="b", image_url="http://x/b")
-    caches.read("persona_sprite", persona.id)
+    sprites = probes.sprites(persona.id)
+    layers.warm(sprites)
 
     with commit():
         m.PersonaSprite.objects.filter(persona=persona, name="a").delete()
 
-    assert caches.read("persona_sprite", persona.id) == (("b", 0, "http://x/b"),)
-    assert caches.stale() == []
+    assert [s.name for s in layers.read(sprites)] == ["b"]
 
 
-def test_bulk_create_invalidates(caches, world, commit):
+def test_bulk_create_invalidates(layers, world, commit):
     server = world.server()
     persona = world.persona(server)
-    caches.read("persona_sprite", persona.id)
-    caches.read("emoji_sticker", server.id)
+    sprites, expressions = probes.sprites(persona.id), probes.expressions(server)
+    _, stored = layers.warm(sprites, expressions)
 
     with commit():
         m.PersonaSprite.objects.bulk_create(
@@ -201,16 +228,28 @@ def test_bulk_create_invalidates(caches, world, commit):
             ]
         )
 
-    assert len(caches.read("persona_sprite", persona.id)) == 2
-    assert caches.stale() == []
+    assert len(layers.read(sprites)) == 2
+    assert layers.read(expressions) != stored
+    assert layers.stale(sprites, expressions) == []
+
+
+def _png(tmp_path: Path, name: str, body: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(PNG_SIGNATURE + b"\x00\x00\x00\x0dIHDR" + body)
+    return str(path)
 
 
 def test_bulk_create_without_primary_keys_drops_the_pk_keyed_caches(
-    caches, world, commit
+    layers, commit, tmp_path
 ):
-    server = world.server()
-    preset = m.PresetPersona.objects.create(name="p1")
-    caches.read("preset_avatar", preset.id)
+    preset = m.PresetPersona.objects.create(
+        name="p1", avatar_path=_png(tmp_path, "a.png", b"old")
+    )
+    avatar = probes.preset_avatar_of(preset)
+    assert layers.warm(avatar)[0].png.endswith(b"old")
+    m.PresetPersona.objects.filter(pk=preset.pk).update(
+        avatar_path=_png(tmp_path, "b.png", b"new")
+    )  # outside the committed block: its invalidation never runs
 
     with capture() as seen, commit():
         m.PresetPersona.objects.bulk_create(
@@ -219,15 +258,15 @@ def test_bulk_create_without_primary_keys_drops_the_pk_keyed_caches(
         )
 
     assert Event("preset_avatar", "all") in seen.dispatched
-    assert caches.stale() == []
-    assert server.pk
+    assert layers.read(avatar).png.endswith(b"new")
 
 
-def test_bulk_create_upsert_that_moves_keys_drops_the_caches(caches, world, commit):
-    server, other = world.server(), world.server()
+def test_bulk_create_upsert_that_moves_keys_drops_the_caches(layers, world, commit):
+    server = world.server()
     llm = world.llm()
     m.ChannelLlmOverride.objects.create(server=server, channel_disc_id=9, llm=llm)
-    caches.read("channel_llm", (server.id, 9))
+    override = probes.channel_llm_override(server, 9)
+    assert layers.warm(override) == [llm.id]
     replacement = world.llm()
 
     with commit():
@@ -238,16 +277,13 @@ def test_bulk_create_upsert_that_moves_keys_drops_the_caches(caches, world, comm
             update_fields=["llm"],
         )
 
-    assert caches.read("channel_llm", (server.id, 9)) == replacement.id
-    assert caches.stale() == []
-    assert other.pk
+    assert layers.read(override) == replacement.id
 
 
-def test_bulk_update_invalidates_old_and_new_keys(caches, world, commit):
+def test_bulk_update_invalidates_old_and_new_keys(layers, world, commit):
     first, second = world.server(), world.server()
     personas = [world.persona(first), world.persona(first)]
-    caches.read("tomori_state", first.server_disc_id)
-    caches.read("tomori_state", second.server_disc_id)
+    layers.warm(probes.state(first), probes.state(second))
     for persona in personas:
         persona.server = second
         persona.name = persona.name + "-moved"
@@ -255,127 +291,134 @@ def test_bulk_update_invalidates_old_and_new_keys(caches, world, commit):
     with commit():
         m.Persona.objects.bulk_update(personas, ["server", "name"], batch_size=1)
 
-    assert caches.stale() == []
-    assert caches.read("tomori_state", first.server_disc_id)[4] == ()
+    assert names(layers.read(probes.state(first))) == ("main",)
+    assert names(layers.read(probes.state(second)))[1:] == tuple(
+        p.name for p in personas
+    )
 
 
-def test_update_or_create_and_get_or_create(caches, world, commit):
+def test_update_or_create_and_get_or_create(layers, world, commit):
     server = world.server()
-    caches.read("channel_prompt", (server.id, 11))
+    prompt = probes.channel_prompt_override(server, 11)
+    assert layers.warm(prompt) == [None]
 
     with commit():
         m.ChannelPromptOverride.objects.update_or_create(
             server=server, channel_disc_id=11, defaults={"prompt": "first"}
         )
-    assert caches.read("channel_prompt", (server.id, 11)) == ("first", "append")
+    assert layers.read(prompt).prompt == "first"
 
     with commit():
         m.ChannelPromptOverride.objects.update_or_create(
             server=server, channel_disc_id=11, defaults={"prompt": "second"}
         )
-    assert caches.read("channel_prompt", (server.id, 11)) == ("second", "append")
+    assert layers.read(prompt).prompt == "second"
 
-    caches.read("novelai_subscription", server.id)
+    subscription = probes.novelai(server)
+    assert layers.warm(subscription) == [None]
     with commit():
         m.NovelAiSubscription.objects.get_or_create(
             server=server, defaults={"tier": "opus", "context_limit": 8192}
         )
-    assert caches.read("novelai_subscription", server.id) == ("opus", 8192)
-    assert caches.stale() == []
+    record = layers.read(subscription)
+    assert (record.tier, record.context_limit) == ("opus", 8192)
 
 
-def _whitelist_key(server: m.Server, channel: int, parent: int = 0) -> str:
-    return f"{server.server_disc_id}:{channel}:{parent}:0"
+def _whitelisted_server(world: World) -> m.Server:
+    return world.server(channel_whitelist_enabled=True)
 
 
-def test_m2m_add_remove_clear_forward(caches, world, commit):
-    server = world.server()
+def test_m2m_add_remove_clear_forward(layers, world, commit):
+    server = _whitelisted_server(world)
     persona = world.persona(server)
     row = m.WhitelistedChannel.objects.create(server=server, channel_disc_id=21)
-    key = _whitelist_key(server, 21)
-    thread_key = _whitelist_key(server, 99, parent=21)
+    channel = probes.whitelist(server, 21)
+    thread = probes.whitelist(server, 99, parent=21)
 
-    for change in (
-        lambda: row.personas.add(persona),
-        lambda: row.personas.remove(persona),
-        lambda: row.personas.set([persona]),
-        lambda: row.personas.clear(),
+    for change, expected in (
+        (lambda: row.personas.add(persona), (persona.id,)),
+        (lambda: row.personas.remove(persona), ()),
+        (lambda: row.personas.set([persona]), (persona.id,)),
+        (lambda: row.personas.clear(), ()),
     ):
-        caches.read("channel_whitelist", key)
-        caches.read("channel_whitelist", thread_key)
+        layers.warm(channel, thread)
         with commit():
             change()
-        assert caches.stale() == []
+        assert layers.read(channel).persona_ids == expected
+        assert layers.read(thread).persona_ids == expected
 
 
-def test_m2m_changes_from_the_persona_side(caches, world, commit):
-    server = world.server()
+def test_m2m_changes_from_the_persona_side(layers, world, commit):
+    server = _whitelisted_server(world)
     persona = world.persona(server)
     rows = [
         m.WhitelistedChannel.objects.create(server=server, channel_disc_id=c)
         for c in (31, 32)
     ]
-    keys = [_whitelist_key(server, c) for c in (31, 32)]
+    reads = [probes.whitelist(server, c) for c in (31, 32)]
 
-    for change in (
-        lambda: persona.whitelisted_channels.add(*rows),
-        lambda: persona.whitelisted_channels.remove(rows[0]),
-        lambda: persona.whitelisted_channels.clear(),
+    for change, expected in (
+        (lambda: persona.whitelisted_channels.add(*rows), [(persona.id,)] * 2),
+        (lambda: persona.whitelisted_channels.remove(rows[0]), [(), (persona.id,)]),
+        (lambda: persona.whitelisted_channels.clear(), [(), ()]),
     ):
-        for key in keys:
-            caches.read("channel_whitelist", key)
+        layers.warm(*reads)
         with commit():
             change()
-        assert caches.stale() == []
+        assert [layers.read(p).persona_ids for p in reads] == expected
 
 
-def test_whitelist_row_moved_to_another_channel_invalidates_both(caches, world, commit):
-    server = world.server()
+def test_whitelist_row_moved_to_another_channel_invalidates_both(layers, world, commit):
+    server = _whitelisted_server(world)
     row = m.WhitelistedChannel.objects.create(server=server, channel_disc_id=41)
-    caches.read("channel_whitelist", _whitelist_key(server, 41))
-    caches.read("channel_whitelist", _whitelist_key(server, 42))
-    caches.read("channel_whitelist", _whitelist_key(server, 43, parent=41))
+    reads = [
+        probes.whitelist(server, 41),
+        probes.whitelist(server, 42),
+        probes.whitelist(server, 43, parent=41),
+    ]
+    allowed = [d.channel_allowed for d in layers.warm(*reads)]
+    assert allowed == [True, False, True]
 
     with commit():
         row.channel_disc_id = 42
         row.save()
 
-    assert caches.stale() == []
+    assert [layers.read(p).channel_allowed for p in reads] == [False, True, False]
 
 
-def test_deleting_a_persona_invalidates_whitelist_restrictions(caches, world, commit):
-    server = world.server()
+def test_deleting_a_persona_invalidates_whitelist_restrictions(layers, world, commit):
+    server = _whitelisted_server(world)
     persona = world.persona(server)
     row = m.WhitelistedChannel.objects.create(server=server, channel_disc_id=51)
     row.personas.add(persona)
-    caches.read("channel_whitelist", _whitelist_key(server, 51))
+    channel = probes.whitelist(server, 51)
+    assert layers.warm(channel)[0].persona_ids == (persona.id,)
 
     with commit():
         persona.delete()
 
-    assert caches.stale() == []
+    assert layers.read(channel).persona_ids == ()
 
 
-def test_raw_sql_write_declared_through_raw_write(caches, world, commit):
+def test_raw_sql_write_declared_through_raw_write(layers, world, commit):
     server = world.server()
     persona = world.persona(server, name="raw-before")
-    caches.read("tomori_state", server.server_disc_id)
+    state = probes.state(server)
+    layers.warm(state)
 
-    touched = Event("tomori_state", "key", (server.server_disc_id,))
+    touched = Event(tomori_state.NAME, "key", (server.server_disc_id,))
     with commit(), raw_write(touched), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE personas SET name = %s WHERE id = %s", ["raw-after", persona.id]
         )
 
-    assert caches.read("tomori_state", server.server_disc_id)[4][0][1] == "raw-after"
-    assert caches.stale() == []
+    assert names(layers.read(state)) == ("main", "raw-after")
 
 
-def test_raw_sql_write_declared_as_a_model_change(caches, world, commit):
+def test_raw_sql_write_declared_as_a_model_change(layers, world, commit):
     first, second = world.server(), world.server()
     persona = world.persona(first)
-    caches.read("tomori_state", first.server_disc_id)
-    caches.read("tomori_state", second.server_disc_id)
+    layers.warm(probes.state(first), probes.state(second))
 
     with commit():
         with connection.cursor() as cursor:
@@ -389,77 +432,236 @@ def test_raw_sql_write_declared_as_a_model_change(caches, world, commit):
             {"id": persona.id, "server_id": second.id, "name": persona.name},
         )
 
-    assert caches.stale() == []
+    assert names(layers.read(probes.state(first))) == ("main",)
+    assert names(layers.read(probes.state(second))) == ("main", persona.name)
 
 
-def test_raw_write_that_raises_records_nothing(caches, world, commit):
+def test_raw_write_that_raises_records_nothing(world, commit):
     server = world.server()
 
-    touched = Event("tomori_state", "key", (server.server_disc_id,))
+    touched = Event(tomori_state.NAME, "key", (server.server_disc_id,))
     with capture() as seen, commit(), pytest.raises(RuntimeError), raw_write(touched):
         raise RuntimeError("the SQL failed")
 
     assert seen.recorded == [] and seen.dispatched == []
 
 
-def test_every_cache_fed_by_a_model_is_invalidated(caches, world, commit):
-    server, user, llm = world.server(), world.user(), world.llm()
-    persona = world.persona(server)
-    preset = m.PresetPersona.objects.create(name="preset")
-    st = m.StPreset.objects.create(server=server, name="st")
-    reads = [
-        ("user", user.user_disc_id),
-        ("user", ("bl", server.server_disc_id, user.user_disc_id)),
-        ("personal_spotlight", server.id),
-        ("personal_spotlight", f"{server.id}:{user.id}:61"),
-        ("st_preset", server.id),
-        ("llm", llm.id),
-        ("preset_avatar", preset.id),
-        ("webhook", 61),
-        ("webhook", f"61:{persona.id}"),
-        ("emoji_sticker", server.id),
-        ("channel_whitelist", _whitelist_key(server, 61)),
-    ]
-    writes = [
-        lambda: m.User.objects.filter(pk=user.pk).update(language="fr"),
-        lambda: m.UserBlacklist.objects.create(server=server, user=user),
-        lambda: m.PersonalSpotlight.objects.create(
-            server=server, user=user, channel_disc_id=61, persona=persona
-        ),
-        lambda: m.StPresetNode.objects.create(preset=st, content="hello"),
-        lambda: m.Llm.objects.filter(pk=llm.pk).update(is_default=True),
-        lambda: m.PresetPersona.objects.filter(pk=preset.pk).update(
-            avatar_path="/a.png"
-        ),
-        lambda: m.ManagedWebhook.objects.create(
-            server=server,
-            channel_disc_id=61,
-            webhook_disc_id=62,
-            token_ciphertext="x",
-            key_version=1,
-        ),
-        lambda: m.Persona.objects.filter(pk=persona.pk).update(avatar_url="http://a/b"),
-        lambda: m.ServerExpressionSync.objects.create(server=server, emoji_count=3),
-        lambda: m.Server.objects.filter(pk=server.pk).update(emoji_usage_enabled=False),
-        lambda: m.WhitelistedRole.objects.create(server=server, role_disc_id=5),
-        lambda: m.Server.objects.filter(pk=server.pk).update(
-            channel_whitelist_enabled=True
-        ),
-    ]
-    for write in writes:
-        for name, key in reads:
-            caches.read(name, key)
-        with commit():
-            write()
-        assert caches.stale() == [], write
+# ------------------------------------------------ every model-fed layer
 
 
-def test_mcp_display_metadata_only_save_invalidates_nothing(caches, world, commit):
+class Fixture:
+    """The rows of the every-layer matrix, made once per test."""
+
+    def __init__(self, world: World, tmp_path: Path) -> None:
+        self.server = world.server()
+        self.user = world.user(language="en")
+        self.llm = world.llm()
+        self.persona = world.persona(self.server, name="speaker")
+        self.preset = m.PresetPersona.objects.create(
+            name=f"preset-{world.next_id()}",
+            avatar_path=_png(tmp_path, "old.png", b"old"),
+        )
+        self.st = m.StPreset.objects.create(
+            server=self.server, name="st", is_active=True
+        )
+        self.mcp = m.GuildMcpServerConfig.objects.create(
+            server=self.server, name="mcp", url="http://m"
+        )
+        self.tmp_path = tmp_path
+
+
+#: A case returns how to build its read (built again after the write: a
+#: caller passes what it knows now) and the write that must change it.
+Written = tuple[Probe | Callable[[], Probe], Callable[[], object]]
+Case = Callable[[Fixture], Written]
+
+
+def _tomori_state(f: Fixture) -> Written:
+    return probes.state(f.server), lambda: m.Persona.objects.filter(
+        pk=f.persona.pk
+    ).update(avatar_url="http://a/b")
+
+
+def _user(f: Fixture) -> Written:
+    return probes.user_row(f.user), lambda: m.User.objects.filter(pk=f.user.pk).update(
+        language="fr"
+    )
+
+
+def _blacklist(f: Fixture) -> Written:
+    return probes.blacklisted(f.server, f.user), lambda: m.UserBlacklist.objects.create(
+        server=f.server, user=f.user
+    )
+
+
+def _whitelist(f: Fixture) -> Written:
+    return probes.whitelist(f.server, 61), lambda: m.Server.objects.filter(
+        pk=f.server.pk
+    ).update(channel_whitelist_enabled=True)
+
+
+def _whitelist_roles(f: Fixture) -> Written:
+    m.Server.objects.filter(pk=f.server.pk).update(channel_whitelist_enabled=True)
+    return probes.whitelist(
+        f.server, 62, roles=[5]
+    ), lambda: m.WhitelistedRole.objects.create(server=f.server, role_disc_id=6)
+
+
+def _channel_llm(f: Fixture) -> Written:
+    return probes.channel_llm_override(
+        f.server, 63
+    ), lambda: m.ChannelLlmOverride.objects.create(
+        server=f.server, channel_disc_id=63, llm=f.llm
+    )
+
+
+def _channel_prompt(f: Fixture) -> Written:
+    return probes.channel_prompt_override(
+        f.server, 64
+    ), lambda: m.ChannelPromptOverride.objects.create(
+        server=f.server, channel_disc_id=64, prompt="p"
+    )
+
+
+def _emoji_sticker(f: Fixture) -> Written:
+    return probes.expressions(f.server), lambda: m.Server.objects.filter(
+        pk=f.server.pk
+    ).update(emoji_usage_enabled=False)
+
+
+def _persona_sprite(f: Fixture) -> Written:
+    return probes.sprites(f.persona.pk), lambda: m.PersonaSprite.objects.create(
+        persona=f.persona, name="wave", image_url="http://x"
+    )
+
+
+def _spotlight(f: Fixture) -> Written:
+    return probes.spotlight(
+        f.server, f.user, 65
+    ), lambda: m.PersonalSpotlight.objects.create(
+        server=f.server, user=f.user, channel_disc_id=65, persona=f.persona
+    )
+
+
+def _mcp(f: Fixture) -> Written:
+    return probes.mcp_configs(f.server), lambda: m.GuildMcpServerConfig.objects.filter(
+        pk=f.mcp.pk
+    ).update(enabled=False)
+
+
+def _st_preset(f: Fixture) -> Written:
+    return probes.active_st_preset(f.server), lambda: m.StPresetNode.objects.create(
+        preset=f.st, content="hello"
+    )
+
+
+def _novelai(f: Fixture) -> Written:
+    return probes.novelai(f.server), lambda: m.NovelAiSubscription.objects.create(
+        server=f.server, tier="opus", context_limit=8192
+    )
+
+
+def _llm(f: Fixture) -> Written:
+    return probes.llm_row(f.llm), lambda: m.Llm.objects.filter(pk=f.llm.pk).update(
+        is_default=True
+    )
+
+
+def _preset_avatar(f: Fixture) -> Written:
+    new = _png(f.tmp_path, "new.png", b"new")
+    return probes.preset_avatar_of(f.preset), lambda: m.PresetPersona.objects.filter(
+        pk=f.preset.pk
+    ).update(avatar_path=new)
+
+
+def _webhook(f: Fixture) -> Written:
+    return probes.channel_webhook(
+        66, f.server
+    ), lambda: m.ManagedWebhook.objects.filter(channel_disc_id=66).delete()
+
+
+def _persona_webhook(f: Fixture) -> Written:
+    # The caller passes the persona as it reads it now; the entry dressed
+    # under the old name must be gone, not served.
+    return lambda: probes.persona_webhook(
+        67, f.persona
+    ), lambda: m.Persona.objects.filter(pk=f.persona.pk).update(name="renamed")
+
+
+#: One write per model-fed layer (some layers have several kinds of entry).
+CASES: dict[str, list[Case]] = {
+    "tomori_state": [_tomori_state],
+    "user": [_user, _blacklist],
+    "channel_whitelist": [_whitelist, _whitelist_roles],
+    "channel_llm": [_channel_llm],
+    "channel_prompt": [_channel_prompt],
+    "emoji_sticker": [_emoji_sticker],
+    "persona_sprite": [_persona_sprite],
+    "personal_spotlight": [_spotlight],
+    "guild_mcp_config": [_mcp],
+    "st_preset": [_st_preset],
+    "novelai_subscription": [_novelai],
+    "llm": [_llm],
+    "preset_avatar": [_preset_avatar],
+    "webhook": [_webhook, _persona_webhook],
+}
+
+
+def _model_fed_layers() -> set[str]:
+    return {name for rule in rules.RULES for name in rule.caches}
+
+
+def test_every_model_fed_layer_has_a_write_case():
+    fed = _model_fed_layers()
+    assert fed <= set(registry.names())
+    assert set(CASES) == fed
+
+
+CASE_PARAMS = [
+    pytest.param(case, id=f"{layer}-{case.__name__.strip('_')}")
+    for layer, cases in CASES.items()
+    for case in cases
+]
+
+
+@pytest.mark.parametrize("case", CASE_PARAMS)
+def test_every_model_fed_layer_serves_the_write(
+    case: Case, layers: Layers, world: World, commit, tmp_path: Path
+):
+    fixture = Fixture(world, tmp_path)
+    make, write = case(fixture)
+    read = make if isinstance(make, Probe) else make()
+    every = [
+        probes.state(fixture.server),
+        probes.user_row(fixture.user),
+        probes.blacklisted(fixture.server, fixture.user),
+        probes.whitelist(fixture.server, 61),
+        probes.expressions(fixture.server),
+        probes.active_st_preset(fixture.server),
+        probes.llm_row(fixture.llm),
+        read,
+    ]
+    before = layers.warm(*every)[-1]
+
+    with commit():
+        write()
+
+    read = make if isinstance(make, Probe) else make()
+    after = layers.read(read)
+    assert after != before, "the write did not change what the layer serves"
+    assert after == layers.fresh(read)
+    assert layers.stale(*every[:-1], read) == []
+
+
+def test_mcp_display_metadata_only_save_invalidates_nothing(
+    layers, world, commit, django_assert_num_queries
+):
     server = world.server()
     mcp = m.GuildMcpServerConfig.objects.create(
         server=server, name="a", url="http://a", tool_names=["x"]
     )
-    cached = caches.read("guild_mcp_config", server.id)
+    configs = probes.mcp_configs(server)
+    layers.warm(configs)
 
     with capture() as seen, commit():
         mcp.display_metadata = {"icon": "new"}
@@ -468,22 +670,24 @@ def test_mcp_display_metadata_only_save_invalidates_nothing(caches, world, commi
         mcp.save()
 
     assert seen.recorded == []
-    assert caches.cached("guild_mcp_config", server.id) is cached
+    with django_assert_num_queries(0):
+        layers.read(configs)  # still the cached entry
 
     with capture() as seen, commit():
         mcp.tool_names = ["x", "y"]
         mcp.save(update_fields=["tool_names", "tool_names_updated_at"])
 
     assert seen.dispatched == [Event("guild_mcp_config", "key", (server.id,))]
-    assert caches.stale() == []
+    assert [c.tool_names for c in layers.read(configs).configs] == [("x", "y")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_deleting_a_stale_instance_invalidates_where_the_row_is_now(caches, world):  # type: ignore[no-untyped-def]
+def test_deleting_a_stale_instance_invalidates_where_the_row_is_now(layers, world):  # type: ignore[no-untyped-def]
     a, b = world.server(), world.server()
     persona = world.persona(a, name="ghost")
     stale = m.Persona.objects.get(pk=persona.pk)  # loaded while in server a
     m.Persona.objects.filter(pk=persona.pk).update(server=b)
-    caches.read("tomori_state", b.server_disc_id)  # b's state lists the persona
+    state = probes.state(b)
+    assert "ghost" in names(layers.warm(state)[0])  # b's state lists the persona
     stale.delete()
-    assert caches.stale() == []
+    assert "ghost" not in names(layers.read(state))
