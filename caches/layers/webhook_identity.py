@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._message_keyed import parse_snowflake
+from caches.layers._support import cached
 from caches.registry import EmergencyPolicy, registry
 from tomori.knobs import knobs
 
@@ -58,6 +59,9 @@ async def resolve_webhook_identity(
     webhook_disc_id: int, resolve: Resolver
 ) -> WebhookIdentity | None:
     """Return who a webhook speaks for, asking `resolve` once on a miss."""
+    identity = cached(_cache, webhook_disc_id)  # the hit path builds no closure
+    if identity is not MISSING:
+        return identity  # type: ignore[no-any-return]
     return await _cache.get_or_load(webhook_disc_id, lambda: resolve(webhook_disc_id))
 
 

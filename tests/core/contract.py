@@ -1,15 +1,18 @@
 """The cache contract: checks any BoundedTTLCache-like cache must pass.
 
 Each check takes a `make_cache(*, maxsize, ttl, clock)` factory and builds the
-caches it needs, so a later test module can run the same contract over every
-layer in the registry:
+caches it needs with arbitrary keys; tests/core/test_contract.py runs them
+over every cache implementation (`CACHE_FACTORIES`):
 
     @pytest.mark.parametrize("check", SYNC_CONTRACT, ids=check_id)
-    def test_my_layer_meets_contract(check):
-        check(make_my_layer_cache)
+    def test_my_cache_meets_contract(check):
+        check(make_my_cache)
 
 Async checks are in ASYNC_CONTRACT and must be awaited. `check_managed_cache`
-covers the smaller `ManagedCache` protocol for anything the registry holds.
+covers the smaller `ManagedCache` protocol for anything the registry holds;
+tests/layers/test_contract.py runs it, and the layer-level checks (expiry,
+cap, clear, invalidation of every member map, filled through each layer's
+public API), over every registered layer.
 """
 
 from __future__ import annotations
