@@ -2,8 +2,8 @@
 
 A hypothesis state machine over a small world of real rows. Each rule runs
 one write path (model save, queryset update and delete, bulk create and
-update, update_or_create, many-to-many changes from both sides, raw SQL
-through `raw_write`) inside a committed transaction, a rolled-back one, or a
+update, an upsert, update_or_create, many-to-many changes from both sides,
+raw SQL through `raw_write`, the admin's delete action) inside a committed transaction, a rolled-back one, or a
 savepoint that rolls back next to a write that commits. The invariant,
 checked after every step: every read through a registered layer's public
 getter equals what the database says (the layer emptied and read again).
@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.test import Client
+from django.urls import reverse
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -42,7 +44,7 @@ pytestmark = [
 SETTINGS = settings(
     derandomize=True,
     database=None,
-    max_examples=8,
+    max_examples=5,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=list(HealthCheck),
@@ -61,9 +63,10 @@ class Rollback(Exception):
 class Invalidation(RuleBasedStateMachine):
     """Writes through random paths; reads through the real layers."""
 
-    def __init__(self, layers: Layers, world: World) -> None:
+    def __init__(self, layers: Layers, world: World, admin: Client) -> None:
         super().__init__()
-        self.layers, self.world = layers, world
+        self.layers, self.world, self.admin = layers, world, admin
+        self.llms = [world.llm(), world.llm()]
         self.servers = [world.server(), world.server()]
         self.users = [world.user(), world.user()]
         self.names = 0
@@ -116,6 +119,8 @@ class Invalidation(RuleBasedStateMachine):
             reads.append(probes.whitelist(server, 4, parent=1))  # a thread of 1
             reads.append(probes.whitelist(server, 1, roles=[ROLE]))
             reads += [probes.channel_prompt_override(server, c) for c in (1, 2)]
+            reads.append(probes.channel_llm_override(server, 1))
+            reads += [probes.spotlight(server, user, 1) for user in self.users]
             reads += [probes.blacklisted(server, user) for user in self.users]
         reads += [probes.user_row(user) for user in self.users]
         reads += [probes.sprites(pk) for pk in sorted(self.persona_ids)]
@@ -277,6 +282,58 @@ class Invalidation(RuleBasedStateMachine):
 
         self.run(mode, write)
 
+    @rule(mode=MODES, server=PICK, llm=PICK)
+    def upsert_channel_llm(self, mode: str, server: int, llm: int) -> None:
+        self.run(
+            mode,
+            lambda: m.ChannelLlmOverride.objects.bulk_create(
+                [
+                    m.ChannelLlmOverride(
+                        server=self.server(server),
+                        channel_disc_id=1,
+                        llm=self.llms[llm % len(self.llms)],
+                    )
+                ],
+                update_conflicts=True,
+                unique_fields=["server", "channel_disc_id"],
+                update_fields=["llm"],
+            ),
+        )
+
+    @rule(mode=MODES, server=PICK, user=PICK, pick=PICK)
+    def spotlight_toggle(self, mode: str, server: int, user: int, pick: int) -> None:
+        def write() -> None:
+            spotlight = m.PersonalSpotlight.objects.filter(
+                server=self.server(server), user=self.user(user), channel_disc_id=1
+            )
+            if spotlight.exists():
+                spotlight.delete()
+            elif persona := self.persona(pick):
+                m.PersonalSpotlight.objects.create(
+                    server=self.server(server),
+                    user=self.user(user),
+                    channel_disc_id=1,
+                    persona=persona,
+                )
+
+        self.run(mode, write)
+
+    @rule(mode=MODES, pick=PICK)
+    def admin_delete_action(self, mode: str, pick: int) -> None:
+        def write() -> None:
+            if persona := self.persona(pick):
+                response = self.admin.post(
+                    reverse("admin:tomori_persona_changelist"),
+                    {
+                        "action": "delete_selected",
+                        "_selected_action": [persona.pk],
+                        "post": "yes",
+                    },
+                )
+                assert response.status_code == 302
+
+        self.run(mode, write)
+
     @rule(mode=MODES, pick=PICK, language=st.sampled_from(["en", "fr", "ja"]))
     def user_change(self, mode: str, pick: int, language: str) -> None:
         def write() -> None:
@@ -353,6 +410,8 @@ class Invalidation(RuleBasedStateMachine):
 
 
 def test_no_read_through_a_layer_is_stale_after_any_write(
-    layers: Layers, world: World
+    layers: Layers, world: World, admin_client: Client
 ) -> None:
-    run_state_machine_as_test(lambda: Invalidation(layers, world), settings=SETTINGS)
+    run_state_machine_as_test(
+        lambda: Invalidation(layers, world, admin_client), settings=SETTINGS
+    )
