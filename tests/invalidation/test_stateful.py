@@ -3,7 +3,7 @@
 A hypothesis state machine over a small world of real rows. Each rule runs
 one write path (model save, queryset update and delete, bulk create and
 update, an upsert, update_or_create, many-to-many changes from both sides,
-raw SQL through `raw_write`, the admin's delete action) inside a committed transaction, a rolled-back one, or a
+raw SQL through `raw_write` and `record_change`, the admin's delete action) inside a committed transaction, a rolled-back one, or a
 savepoint that rolls back next to a write that commits. The invariant,
 checked after every step: every read through a registered layer's public
 getter equals what the database says (the layer emptied and read again).
@@ -30,8 +30,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from caches.invalidation import Event, raw_write
-from caches.layers import tomori_state
+from caches.invalidation import raw_write, record_change
 from tests.invalidation import probes
 from tests.invalidation.conftest import Layers, Probe, World
 from tomori import models as m
@@ -45,7 +44,7 @@ SETTINGS = settings(
     derandomize=True,
     database=None,
     max_examples=5,
-    stateful_step_count=25,
+    stateful_step_count=20,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
@@ -54,6 +53,7 @@ MODES = st.sampled_from(["commit", "commit", "rollback", "savepoint"])
 PICK = st.integers(min_value=0, max_value=1_000)
 CHANNELS = (1, 2, 3)
 ROLE = 5
+WEBHOOK_CHANNEL = 9
 
 
 class Rollback(Exception):
@@ -124,6 +124,9 @@ class Invalidation(RuleBasedStateMachine):
             reads += [probes.blacklisted(server, user) for user in self.users]
         reads += [probes.user_row(user) for user in self.users]
         reads += [probes.sprites(pk) for pk in sorted(self.persona_ids)]
+        # The channel webhook dressed as each persona, as the bot reads it now.
+        everyone = m.Persona.objects.filter(server__in=self.servers).order_by("id")
+        reads += [probes.persona_webhook(WEBHOOK_CHANNEL, p) for p in everyone]
         return reads
 
     def run(self, mode: str, write: Callable[[], Any]) -> None:
@@ -268,16 +271,23 @@ class Invalidation(RuleBasedStateMachine):
 
     @rule(mode=MODES, pick=PICK)
     def raw_sql_rename(self, mode: str, pick: int) -> None:
-        # A rename shows in tomori_state only (whitelists hold persona ids),
-        # so that is all this raw write declares.
+        # Declaring only tomori_state's key is not enough: the channel
+        # webhook dressed as the persona keeps its old name (this machine
+        # found that). So the raw write declares its change in model terms
+        # and the rules derive every event.
         def write() -> None:
             if persona := self.persona(pick):
-                sdid = m.Server.objects.get(pk=persona.server_id).server_disc_id
-                touched = Event(tomori_state.NAME, "key", (sdid,))
-                with raw_write(touched), connection.cursor() as cursor:
+                row = {"id": persona.pk, "server_id": persona.server_id}
+                name = self.name()
+                with raw_write(), connection.cursor() as cursor:
                     cursor.execute(
                         "UPDATE personas SET name = %s WHERE id = %s",
-                        [self.name(), persona.pk],
+                        [name, persona.pk],
+                    )
+                    record_change(
+                        m.Persona,
+                        {**row, "name": persona.name},
+                        {**row, "name": name},
                     )
 
         self.run(mode, write)

@@ -18,7 +18,7 @@ from django.db.models import F
 
 from caches import rules
 from caches.invalidation import Event, capture, raw_write, record_change
-from caches.layers import tomori_state
+from caches.layers import tomori_state, webhook
 from caches.layers.preset_avatar import PNG_SIGNATURE
 from caches.registry import registry
 from tests.invalidation import probes
@@ -404,15 +404,22 @@ def test_raw_sql_write_declared_through_raw_write(layers, world, commit):
     server = world.server()
     persona = world.persona(server, name="raw-before")
     state = probes.state(server)
-    layers.warm(state)
+    dressed = probes.persona_webhook(70, persona)
+    layers.warm(state, dressed)
 
-    touched = Event(tomori_state.NAME, "key", (server.server_disc_id,))
-    with commit(), raw_write(touched), connection.cursor() as cursor:
+    # A rename shows in the server's state and in every webhook dressed as
+    # the persona: the raw write declares both.
+    touched = [
+        Event(tomori_state.NAME, "key", (server.server_disc_id,)),
+        Event(webhook.NAME, "persona", (persona.id,)),
+    ]
+    with commit(), raw_write(*touched), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE personas SET name = %s WHERE id = %s", ["raw-after", persona.id]
         )
 
     assert names(layers.read(state)) == ("main", "raw-after")
+    assert layers.read(probes.persona_webhook(70, persona)).username == "raw-after"
 
 
 def test_raw_sql_write_declared_as_a_model_change(layers, world, commit):
