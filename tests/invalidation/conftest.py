@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,13 +65,17 @@ class Layers:
 
     def read(self, p: Probe) -> Any:
         """Return what the layer serves for `p` (a hit, or a load on a miss)."""
-        return async_to_sync(p.getter)(*p.args, **dict(p.kwargs))
+        return self.read_all([p])[0]
+
+    def read_all(self, probes: Iterable[Probe]) -> list[Any]:
+        """Return what the layers serve for each probe, in order, in one event loop."""
+        return async_to_sync(_read_in_turn)(list(probes))
 
     def warm(self, *probes: Probe) -> list[Any]:
         """Read each probe, then prove the second read is a hit (no query)."""
-        values = [self.read(p) for p in probes]
+        values = self.read_all(probes)
         with self._assert_num_queries(0):
-            again = [self.read(p) for p in probes]
+            again = self.read_all(probes)
         assert again == values
         return values
 
@@ -86,15 +90,19 @@ class Layers:
         Serves every probe first, then empties their layers and reads them
         again: afterwards every probe is warm with the database's value.
         """
-        served = [self.read(p) for p in probes]
+        served = self.read_all(probes)
         for layer in {p.layer for p in probes}:
             registry.clear(layer)
-        truth = [self.read(p) for p in probes]
+        truth = self.read_all(probes)
         return [
             (str(p), was, now)
             for p, was, now in zip(probes, served, truth, strict=True)
             if was != now
         ]
+
+
+async def _read_in_turn(probes: list[Probe]) -> list[Any]:
+    return [await p.getter(*p.args, **dict(p.kwargs)) for p in probes]
 
 
 @pytest.fixture(scope="session", autouse=True)
