@@ -44,7 +44,7 @@ SETTINGS = settings(
     derandomize=True,
     database=None,
     max_examples=5,
-    stateful_step_count=20,
+    stateful_step_count=15,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
@@ -120,6 +120,8 @@ class Invalidation(RuleBasedStateMachine):
             reads.append(probes.whitelist(server, 1, roles=[ROLE]))
             reads += [probes.channel_prompt_override(server, c) for c in (1, 2)]
             reads.append(probes.channel_llm_override(server, 1))
+            reads += [probes.expressions(server), probes.mcp_configs(server)]
+            reads += [probes.novelai(server), probes.active_st_preset(server)]
             reads += [probes.spotlight(server, user, 1) for user in self.users]
             reads += [probes.blacklisted(server, user) for user in self.users]
         reads += [probes.user_row(user) for user in self.users]
@@ -325,6 +327,59 @@ class Invalidation(RuleBasedStateMachine):
                     channel_disc_id=1,
                     persona=persona,
                 )
+
+        self.run(mode, write)
+
+    @rule(mode=MODES, server=PICK, enabled=st.booleans())
+    def expressions_change(self, mode: str, server: int, enabled: bool) -> None:
+        def write() -> None:
+            target = self.server(server)
+            m.Server.objects.filter(pk=target.pk).update(emoji_usage_enabled=enabled)
+            m.ServerExpression.objects.bulk_create(
+                [
+                    m.ServerExpression(
+                        server=target,
+                        kind="emoji",
+                        expression_disc_id=self.world.next_id(),
+                        name=self.name(),
+                    )
+                ]
+            )
+
+        self.run(mode, write)
+
+    @rule(mode=MODES, server=PICK, enabled=st.booleans())
+    def mcp_switch(self, mode: str, server: int, enabled: bool) -> None:
+        def write() -> None:
+            config, _ = m.GuildMcpServerConfig.objects.get_or_create(
+                server=self.server(server), name="mcp", defaults={"url": "http://m"}
+            )
+            config.enabled = enabled
+            config.save()
+
+        self.run(mode, write)
+
+    @rule(mode=MODES, server=PICK)
+    def subscription_toggle(self, mode: str, server: int) -> None:
+        def write() -> None:
+            rows = m.NovelAiSubscription.objects.filter(server=self.server(server))
+            if rows.exists():
+                rows.delete()
+            else:
+                m.NovelAiSubscription.objects.get_or_create(
+                    server=self.server(server),
+                    defaults={"tier": "opus", "context_limit": 8192},
+                )
+
+        self.run(mode, write)
+
+    @rule(mode=MODES, server=PICK)
+    def st_preset_node(self, mode: str, server: int) -> None:
+        def write() -> None:
+            preset, _ = m.StPreset.objects.get_or_create(
+                server=self.server(server), name="st", defaults={"is_active": True}
+            )
+            m.StPresetNode.objects.create(preset=preset, content=self.name())
 
         self.run(mode, write)
 
