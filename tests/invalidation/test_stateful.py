@@ -74,6 +74,10 @@ class Invalidation(RuleBasedStateMachine):
         for server in self.servers:
             for _ in range(2):
                 self.new_persona(server)
+            m.StPreset.objects.create(server=server, name="st", is_active=True)
+            m.GuildMcpServerConfig.objects.create(
+                server=server, name="mcp", url="http://m"
+            )
         self.channels = [
             m.WhitelistedChannel.objects.create(
                 server=self.servers[0], channel_disc_id=c
@@ -351,8 +355,8 @@ class Invalidation(RuleBasedStateMachine):
     @rule(mode=MODES, server=PICK, enabled=st.booleans())
     def mcp_switch(self, mode: str, server: int, enabled: bool) -> None:
         def write() -> None:
-            config, _ = m.GuildMcpServerConfig.objects.get_or_create(
-                server=self.server(server), name="mcp", defaults={"url": "http://m"}
+            config = m.GuildMcpServerConfig.objects.get(
+                server=self.server(server), name="mcp"
             )
             config.enabled = enabled
             config.save()
@@ -376,9 +380,7 @@ class Invalidation(RuleBasedStateMachine):
     @rule(mode=MODES, server=PICK)
     def st_preset_node(self, mode: str, server: int) -> None:
         def write() -> None:
-            preset, _ = m.StPreset.objects.get_or_create(
-                server=self.server(server), name="st", defaults={"is_active": True}
-            )
+            preset = m.StPreset.objects.get(server=self.server(server), name="st")
             m.StPresetNode.objects.create(preset=preset, content=self.name())
 
         self.run(mode, write)
