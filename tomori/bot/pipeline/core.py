@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -15,13 +14,15 @@ from caches.db_outage import DB_ERRORS, database_failed, failing_layer
 from caches.layers.channel_llm import get_cached_channel_llm
 from caches.layers.channel_prompt import get_cached_channel_prompt
 from caches.layers.channel_whitelist import get_cached_whitelist_status
+from caches.layers.llm import ensure_llm_cache
 from caches.layers.persona_sprite import get_cached_prompt_sprites
 from caches.layers.tomori_state import TomoriState, get_cached_tomori_state
-from caches.layers.user import get_cached_blacklist_status, get_cached_privacy_level
+from caches.layers.user import get_cached_blacklist_status
 from caches.turn_notes import TurnNotes
 from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_SCAN_LIMIT,
+    EMPTY_HISTORY,
     history_window,
     resolve_history,
 )
@@ -33,14 +34,9 @@ from tomori.bot.pipeline.resolve import (
     role_ids,
     server_extras,
     spotlight_persona_id,
-    user_row,
+    user_and_privacy,
 )
-from tomori.bot.pipeline.turn import (
-    Outcome,
-    ResolvedTurn,
-    model_fields,
-    persona_fields,
-)
+from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn
 from tomori.bot.pipeline.waiting import CountWaiters
 from tomori.knobs import knobs
 from tomori.repositories.channels import WhitelistDecision
@@ -122,10 +118,6 @@ class MessagePipeline:
         user = getattr(self._client, "user", None)
         return None if user is None else user.id
 
-    def _cached_messages(self) -> Sequence[Any] | None:
-        state = getattr(self._client, "_connection", None)
-        return getattr(state, "_messages", None)
-
     async def wait_processed(self, count: int, *, timeout: float | None = None) -> None:
         """Return once `count` messages have been processed (skipped ones included)."""
         await self._waiters.wait(self.counters.processed, count, timeout)
@@ -156,13 +148,14 @@ class MessagePipeline:
 
     async def _handle(self, message: Any, notes: TurnNotes) -> ResolvedTurn | None:
         author = message.author
-        if author.id == self.self_id:
+        self_id = self.self_id  # read once: a property over the client's state
+        if author.id == self_id:
             self.counters.skipped_own += 1
             return None
         if author.bot:  # other bots, and webhooks (their author is a bot user)
             self.counters.skipped_bots += 1
             return None
-        turn = await self._resolve(message, notes)
+        turn = await self._resolve(message, notes, self_id)
         if notes.failed or notes.stale:
             turn = dataclasses.replace(
                 turn, db_failures=tuple(notes.failed), stale_layers=tuple(notes.stale)
@@ -172,50 +165,33 @@ class MessagePipeline:
         await self.responder.respond(turn)
         return turn
 
-    def _base(self, message: Any, **fields: Any) -> dict[str, Any]:
-        self_id = self.self_id
-        return {
-            "message_id": message.id,
-            "channel_disc_id": message.channel.id,
-            "user_disc_id": message.author.id,
-            "mentions_bot": any(user.id == self_id for user in message.mentions),
-            **fields,
-        }
-
-    async def _resolve(self, message: Any, notes: TurnNotes) -> ResolvedTurn:
+    async def _resolve(
+        self, message: Any, notes: TurnNotes, self_id: int | None
+    ) -> ResolvedTurn:
         guild = message.guild
-        if guild is None:
-            base = self._base(message)
-        else:
-            parent_id = getattr(message.channel, "parent_id", None)  # threads only
-            base = self._base(
-                message, server_disc_id=guild.id, parent_channel_disc_id=parent_id
-            )
+        channel = message.channel
+        mentions = message.mentions
+        base: dict[str, Any] = {
+            "message_id": message.id,
+            "channel_disc_id": channel.id,
+            "user_disc_id": message.author.id,
+            "mentions_bot": bool(mentions) and any(u.id == self_id for u in mentions),
+        }
         try:
             if guild is None:
-                return await self._resolve_dm(message, base)
-            return await self._resolve_guild(message, guild, base, notes)
+                return await self._resolve_dm(message, base, self_id)
+            base["server_disc_id"] = guild.id
+            base["parent_channel_disc_id"] = getattr(channel, "parent_id", None)
+            gate = await self._gate(message, guild.id, base, notes)
+            if isinstance(gate, ResolvedTurn):
+                return gate
+            return await self._compose(message, guild, gate, base, self_id)
         except DB_ERRORS as exc:  # from a layer that lets database errors through
             database_failed(failing_layer(exc), exc)
             return ResolvedTurn(Outcome.DB_UNAVAILABLE, **base)
 
-    async def _resolve_guild(
-        self, message: Any, guild: Any, base: dict[str, Any], notes: TurnNotes
-    ) -> ResolvedTurn:
-        parent_id = base["parent_channel_disc_id"]
-        gate = await self._gate(message, guild.id, parent_id, base, notes)
-        if isinstance(gate, ResolvedTurn):
-            return gate
-        state, decision = gate
-        return await self._compose(message, guild, state, decision, base)
-
     async def _gate(
-        self,
-        message: Any,
-        server_disc_id: int,
-        parent_id: int | None,
-        base: Any,
-        notes: TurnNotes,
+        self, message: Any, server_disc_id: int, base: Any, notes: TurnNotes
     ) -> ResolvedTurn | tuple[TomoriState, WhitelistDecision]:
         """Return the stop turn (not configured, blacklisted...) or what passed."""
         state = await get_cached_tomori_state(server_disc_id)
@@ -230,8 +206,8 @@ class MessagePipeline:
             )
         decision = await get_cached_whitelist_status(
             server_disc_id,
-            message.channel.id,
-            parent_disc_id=parent_id,
+            base["channel_disc_id"],
+            parent_disc_id=base["parent_channel_disc_id"],
             role_ids=role_ids(author),
         )
         if decision.allowed is not True:  # None: roles unknown, so not allowed
@@ -242,67 +218,70 @@ class MessagePipeline:
         self,
         message: Any,
         guild: Any,
-        state: TomoriState,
-        decision: WhitelistDecision,
+        gate: tuple[TomoriState, WhitelistDecision],
         base: dict[str, Any],
+        self_id: int | None,
     ) -> ResolvedTurn:
-        channel_id, parent_id = message.channel.id, base["parent_channel_disc_id"]
-        privacy = await get_cached_privacy_level(message.author.id)
-        user = await user_row(message.author.id)
+        state, decision = gate
+        server_id, channel_id = state.server_id, base["channel_disc_id"]
+        parent_id = base["parent_channel_disc_id"]
+        user, privacy = await user_and_privacy(base["user_disc_id"])
         spotlight = await spotlight_persona_id(state, user, channel_id)
         persona = choose_persona(state, decision, spotlight)
         override = await get_cached_channel_llm(
-            state.server_id, channel_id, parent_disc_id=parent_id
+            server_id, channel_id, parent_disc_id=parent_id
         )
-        model = await choose_model(state, persona, override, self.catalogs)
-        prompt = await get_cached_channel_prompt(state.server_id, channel_id)
+        await ensure_llm_cache()  # a no-op unless llms rows changed
+        model = choose_model(state, persona, override, self.catalogs)
+        prompt = await get_cached_channel_prompt(server_id, channel_id)
         sprites = await get_cached_prompt_sprites(persona.id) if persona else ()
         extras = await server_extras(state, guild, persona, model.llm)
         window = self._window(message)
-        history = await resolve_history(window)
+        history = await resolve_history(window) if window else EMPTY_HISTORY
         memory = await self.memory.run(
-            message, window, guild, persona, self_id=self.self_id, parent_id=parent_id
+            message, window, guild, persona, self_id=self_id, parent_id=parent_id
         )
-        return ResolvedTurn(
-            Outcome.OK,
-            **base,
-            user_id=user.id if user is not None else None,
-            privacy_level=privacy,
-            **persona_fields(state, decision, persona, spotlight),
-            **model_fields(model),
-            prompt_override=prompt.prompt if prompt else None,
-            prompt_mode=prompt.mode if prompt else None,
-            sprite_names=tuple(s.name for s in sprites),
-            emoji_count=extras.emoji_count,
-            sticker_count=extras.sticker_count,
-            mcp_server_count=extras.mcp_server_count,
-            st_preset=extras.st_preset,
-            novelai_tier=extras.novelai_tier,
-            **history.fields(),
-            **memory.fields(),
+        return ok_turn(
+            base,
+            state=state,
+            decision=decision,
+            persona=persona,
+            spotlight=spotlight,
+            model=model,
+            prompt=prompt,
+            sprites=sprites,
+            user=user,
+            privacy=privacy,
+            extras=extras,
+            history=history,
+            memory=memory,
         )
 
-    async def _resolve_dm(self, message: Any, base: dict[str, Any]) -> ResolvedTurn:
-        author_id = message.author.id
-        privacy = await get_cached_privacy_level(author_id)
-        user = await user_row(author_id)
+    async def _resolve_dm(
+        self, message: Any, base: dict[str, Any], self_id: int | None
+    ) -> ResolvedTurn:
+        user, privacy = await user_and_privacy(base["user_disc_id"])
         window = self._window(message)
-        history = await resolve_history(window)
-        memory = await self.memory.run(
-            message, window, None, None, self_id=self.self_id
-        )
+        history = await resolve_history(window) if window else EMPTY_HISTORY
+        memory = await self.memory.run(message, window, None, None, self_id=self_id)
         return ResolvedTurn(
             Outcome.DM,
             **base,
             user_id=user.id if user is not None else None,
             privacy_level=privacy,
-            **history.fields(),
-            **memory.fields(),
+            history_size=history.size,
+            sprite_records=history.sprite_records,
+            transcripts_found=history.transcripts_found,
+            tables_found=history.tables_found,
+            stm_entries_found=memory.found,
+            stm_user_turns=memory.user_turns,
+            stm_server_turns=memory.server_turns,
         )
 
     def _window(self, message: Any) -> list[Any]:
+        state = getattr(self._client, "_connection", None)
         return history_window(
-            self._cached_messages(),
+            getattr(state, "_messages", None),
             message,
             limit=self.history_limit,
             scan_limit=self.history_scan_limit,

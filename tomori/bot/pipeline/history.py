@@ -42,15 +42,6 @@ class HistoryContext:
     transcripts_found: int
     tables_found: int
 
-    def fields(self) -> dict[str, Any]:
-        """Return the ResolvedTurn fields of the window."""
-        return {
-            "history_size": self.size,
-            "sprite_records": self.sprite_records,
-            "transcripts_found": self.transcripts_found,
-            "tables_found": self.tables_found,
-        }
-
 
 EMPTY_HISTORY = HistoryContext(0, (), 0, 0)
 

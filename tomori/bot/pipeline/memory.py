@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from caches.layers.short_term_memory import (
     ShortTermMemoryEntry,
@@ -19,21 +19,12 @@ from tomori.repositories.servers import PersonaRecord
 STM_CONTENT_LIMIT = 500
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryRead:
-    """What short-term memory held for the turn before it was stored."""
+class MemoryRead(NamedTuple):
+    """What short-term memory held for the turn before it was stored (one per turn)."""
 
     found: int  # entries found: the user's, and the channel's (guilds only)
     user_turns: int | None
     server_turns: int | None
-
-    def fields(self) -> dict[str, Any]:
-        """Return the ResolvedTurn fields of this read."""
-        return {
-            "stm_entries_found": self.found,
-            "stm_user_turns": self.user_turns,
-            "stm_server_turns": self.server_turns,
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from caches.catalogs import CatalogSet
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers.emoji_sticker import GuildExpressions, load_emoji_sticker_cache
 from caches.layers.guild_mcp_config import get_cached_guild_mcp_configs
-from caches.layers.llm import (
-    ensure_llm_cache,
-    get_cached_default_llm,
-    get_cached_llm,
-)
+from caches.layers.llm import get_cached_default_llm, get_cached_llm
 from caches.layers.novelai_subscription import get_cached_novelai_subscription
 from caches.layers.personal_spotlight import get_cached_personal_spotlight_status
 from caches.layers.st_preset import get_cached_st_preset
@@ -24,7 +19,11 @@ from tomori.repositories.channels import WhitelistDecision
 from tomori.repositories.expressions import GuildExpression
 from tomori.repositories.llms import LlmRecord
 from tomori.repositories.servers import PersonaRecord
-from tomori.repositories.users import UserRecord
+from tomori.repositories.users import (
+    DEFAULT_PRIVACY_LEVEL,
+    MOST_RESTRICTIVE_PRIVACY_LEVEL,
+    UserRecord,
+)
 
 #: The provider whose models the OpenRouter text catalog describes.
 OPENROUTER = "openrouter"
@@ -74,13 +73,19 @@ def guild_expressions(guild: Any) -> GuildExpressions:
     )
 
 
-async def user_row(user_disc_id: int) -> UserRecord | None:
-    """Return the user's row, or None (unknown user, or the database is down)."""
+async def user_and_privacy(user_disc_id: int) -> tuple[UserRecord | None, int]:
+    """Return the user's row (None: unknown, or the database is down) and privacy level.
+
+    One read of the user layer answers both (`get_cached_privacy_level`'s
+    rules): the row's level, the default for an unknown user, the most
+    restrictive one when the database fails.
+    """
     try:
-        return await get_cached_user_row(user_disc_id)
+        row = await get_cached_user_row(user_disc_id)
     except DB_ERRORS as exc:
         database_failed("user", exc)
-        return None
+        return None, MOST_RESTRICTIVE_PRIVACY_LEVEL
+    return row, row.privacy_level if row is not None else DEFAULT_PRIVACY_LEVEL
 
 
 def role_ids(author: Any) -> Sequence[int] | None:
@@ -105,7 +110,9 @@ def choose_persona(
 ) -> PersonaRecord | None:
     """Return who answers: the spotlighted persona, else the main one, within limits."""
     allowed = decision.persona_ids
-    personas = [p for p in state.personas if not allowed or p.id in allowed]
+    personas = state.personas
+    if allowed:  # most channels allow every persona: no list to build
+        personas = tuple([p for p in personas if p.id in allowed])
     for persona in personas:
         if persona.id == spotlight_id:
             return persona
@@ -115,9 +122,11 @@ def choose_persona(
     return personas[0] if personas else None
 
 
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """The LLM of a turn and what the catalog says it can do."""
+class ModelChoice(NamedTuple):
+    """The LLM of a turn and what the catalog says it can do.
+
+    A NamedTuple (immutable, built at C speed): one is made per turn.
+    """
 
     llm: LlmRecord | None
     from_channel_override: bool
@@ -125,14 +134,17 @@ class ModelChoice:
     context_length: int | None
 
 
-async def choose_model(
+def choose_model(
     state: TomoriState,
     persona: PersonaRecord | None,
     override_llm_id: int | None,
     catalogs: CatalogSet | None,
 ) -> ModelChoice:
-    """Return the channel's, persona's or server's LLM, with its capabilities."""
-    await ensure_llm_cache()  # a no-op unless llms rows changed
+    """Return the channel's, persona's or server's LLM, with its capabilities.
+
+    The caller awaits `ensure_llm_cache()` first (a no-op unless llms rows
+    changed); the choice itself reads only memory.
+    """
     persona_llm = persona.llm_id if persona is not None else None
     llm_id = override_llm_id or persona_llm or state.llm_id
     llm = get_cached_llm(llm_id) if llm_id is not None else None
@@ -148,9 +160,8 @@ async def choose_model(
     return ModelChoice(llm, override_llm_id is not None, tools, context)
 
 
-@dataclass(frozen=True, slots=True)
-class ServerExtras:
-    """Per-server integrations a turn reads."""
+class ServerExtras(NamedTuple):
+    """Per-server integrations a turn reads (a NamedTuple: one per turn)."""
 
     emoji_count: int
     sticker_count: int
@@ -174,7 +185,8 @@ async def server_extras(
     )
     mcp = 0
     if state.tool_use_enabled and persona is not None and persona.tools_enabled:
-        mcp = len((await get_cached_guild_mcp_configs(state.server_id)).enabled)
+        configs = (await get_cached_guild_mcp_configs(state.server_id)).configs
+        mcp = sum(1 for c in configs if c.enabled)  # no tuple of them built
     preset = await get_cached_st_preset(state.server_id)
     tier = None
     if llm is not None and llm.provider == "novelai":

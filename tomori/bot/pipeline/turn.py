@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tomori.repositories.channels import CooldownOverride, WhitelistDecision
+from tomori.repositories.channels import (
+    ChannelPromptRecord,
+    CooldownOverride,
+    WhitelistDecision,
+)
 from tomori.repositories.servers import PersonaRecord
-from tomori.repositories.sprites import SpriteMessageRecord
+from tomori.repositories.sprites import SpriteMessageRecord, SpriteRecord
+from tomori.repositories.users import UserRecord
 
 if TYPE_CHECKING:
     from caches.layers.tomori_state import TomoriState
-    from tomori.bot.pipeline.resolve import ModelChoice
+    from tomori.bot.pipeline.history import HistoryContext
+    from tomori.bot.pipeline.memory import MemoryRead
+    from tomori.bot.pipeline.resolve import ModelChoice, ServerExtras
+
+T = TypeVar("T")
 
 
 class Outcome(enum.StrEnum):
@@ -81,34 +92,85 @@ class ResolvedTurn:
     stale_layers: tuple[str, ...] = ()
 
 
-def persona_fields(
+def _unfrozen_twin(cls: type[T]) -> type[T]:
+    """Return a mutable dataclass with `cls`'s fields and slots, to build `cls` with.
+
+    A frozen dataclass sets each field through `object.__setattr__` (about
+    100 ns a field; ResolvedTurn has 42, and one is built per turn). The twin
+    sets them as plain slots, then the instance becomes a `cls`: the same
+    slot layout makes the `__class__` assignment legal, and the result is an
+    ordinary, frozen `cls` (equal to, and hashing like, one built directly).
+    """
+    if getattr(cls, "__post_init__", None) is not None:
+        raise TypeError(f"{cls.__name__} has __post_init__: build it directly")
+    twin = dataclasses.make_dataclass(
+        f"_Unfrozen{cls.__name__}",
+        [(f.name, f.type, f) for f in dataclasses.fields(cls)],  # type: ignore[arg-type]
+        slots=True,
+    )
+    if twin.__slots__ != cls.__slots__:  # type: ignore[attr-defined]
+        raise TypeError(f"{cls.__name__}: the twin's slots differ")
+    return twin  # type: ignore[return-value]
+
+
+_UnfrozenTurn = _unfrozen_twin(ResolvedTurn)
+
+
+def ok_turn(
+    base: dict[str, Any],
+    *,
     state: TomoriState,
     decision: WhitelistDecision,
     persona: PersonaRecord | None,
     spotlight: int | None,
-) -> dict[str, Any]:
-    """Return the ResolvedTurn fields that say who may answer and who does."""
-    main = state.main_persona
-    return {
-        "persona_names": tuple(p.name for p in state.personas),
-        "main_persona": main.name if main is not None else None,
-        "active_persona": persona.name if persona is not None else None,
-        "active_persona_id": persona.id if persona is not None else None,
-        "allowed_persona_ids": decision.persona_ids,
-        "whitelist_inherited": decision.inherited_from_parent,
-        "cooldown": decision.cooldown,
-        "spotlight_persona_id": spotlight,
-    }
+    model: ModelChoice,
+    prompt: ChannelPromptRecord | None,
+    sprites: Sequence[SpriteRecord],
+    user: UserRecord | None,
+    privacy: int,
+    extras: ServerExtras,
+    history: HistoryContext,
+    memory: MemoryRead,
+) -> ResolvedTurn:
+    """Return the OK turn of what a guild turn resolved (`base`: the message's ids).
 
-
-def model_fields(model: ModelChoice) -> dict[str, Any]:
-    """Return the ResolvedTurn fields of the turn's model."""
-    llm = model.llm
-    return {
-        "llm_id": llm.id if llm is not None else None,
-        "llm_provider": llm.provider if llm is not None else None,
-        "llm_codename": llm.codename if llm is not None else None,
-        "llm_from_channel_override": model.from_channel_override,
-        "model_supports_tools": model.supports_tools,
-        "model_context_length": model.context_length,
-    }
+    One call with every field named: no per-turn dicts of fields to merge.
+    """
+    llm, main = model.llm, state.main_persona
+    turn = _UnfrozenTurn(
+        Outcome.OK,
+        **base,
+        user_id=user.id if user is not None else None,
+        privacy_level=privacy,
+        persona_names=tuple([p.name for p in state.personas]),
+        main_persona=main.name if main is not None else None,
+        active_persona=persona.name if persona is not None else None,
+        active_persona_id=persona.id if persona is not None else None,
+        allowed_persona_ids=decision.persona_ids,
+        whitelist_inherited=decision.inherited_from_parent,
+        cooldown=decision.cooldown,
+        spotlight_persona_id=spotlight,
+        llm_id=llm.id if llm is not None else None,
+        llm_provider=llm.provider if llm is not None else None,
+        llm_codename=llm.codename if llm is not None else None,
+        llm_from_channel_override=model.from_channel_override,
+        model_supports_tools=model.supports_tools,
+        model_context_length=model.context_length,
+        prompt_override=prompt.prompt if prompt else None,
+        prompt_mode=prompt.mode if prompt else None,
+        sprite_names=tuple([s.name for s in sprites]) if sprites else (),
+        emoji_count=extras.emoji_count,
+        sticker_count=extras.sticker_count,
+        mcp_server_count=extras.mcp_server_count,
+        st_preset=extras.st_preset,
+        novelai_tier=extras.novelai_tier,
+        history_size=history.size,
+        sprite_records=history.sprite_records,
+        transcripts_found=history.transcripts_found,
+        tables_found=history.tables_found,
+        stm_entries_found=memory.found,
+        stm_user_turns=memory.user_turns,
+        stm_server_turns=memory.server_turns,
+    )
+    turn.__class__ = ResolvedTurn  # now frozen (see _unfrozen_twin)
+    return turn
