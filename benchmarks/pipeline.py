@@ -1,18 +1,25 @@
-"""Benchmark the message pipeline: warm caches vs. no caching, and memory at scale.
+"""Benchmark the message pipeline: warm caches vs. uncached, old main vs. this build, memory.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomori_bench \\
      .venv/bin/python benchmarks/pipeline.py [--quick] [--scenario production]
 
-Phase 1, throughput (this process): the real discord.py client connects to
-an in-process simulated Discord to load the scenario's guilds, then each
-message is a simulator MESSAGE_CREATE payload handed to discord.py's own
-`parse_message_create` (what the gateway does, minus the websocket and
-JSON), whose on_message runs the real pipeline. A stream of messages is run
-once to warm the caches, then replayed warm; the uncached run clears every
-registered cache before each message, so every read goes to the database.
+Phase 1, turns (see benchmarks/pipeline_turns.py): the real discord.py client
+connects to an in-process simulated Discord to load the scenario's guilds,
+then each message is a simulator MESSAGE_CREATE payload handed to
+discord.py's own `parse_message_create` (what the gateway does, minus the
+websocket and JSON), whose on_message runs the real pipeline.
+- In this process, rounds of: a genuine first pass (caches cleared and
+  re-warmed as at worker start, then messages of (server, user, channel)
+  tuples never sent before), the same stream warm, one OK message repeated,
+  and the every-cache-cleared variant (each cache, short-term memory and the
+  LLM cache included, cleared before every message); medians reported.
+- Warm handle() of this build against the old main (--base-root, a checkout
+  imported instead of this tree, with its own database), one child process
+  each, rounds alternated; then this build's rounds alternated on a quiet
+  machine and beside a CPU-bound neighbour process.
 Database statements are counted on every thread's connection; short-term
-memory's write-behind upserts (queued, off the message path) are counted
-apart from the message path's own queries.
+memory's write-behind upserts (queued, off the message path, on in every
+phase, to PostgreSQL) are counted apart from the message path's own queries.
 
 Phase 2, memory (a child process, so the RSS is a bot worker's alone): the
 simulator runs in a grandchild process and the real TomoriClient connects to
@@ -23,10 +30,11 @@ scenario's rate is 50 messages/s). It samples RSS as messages are processed,
 with discord.py's sweepers scheduled as in the worker.
 
 Bars (PASS/FAIL): warm path 0 database queries per message for a repeat
-(server, user, channel); warm throughput >= 20x uncached; RSS <= 200 MB with
-every cache warm, and flat within 5% from the 100,000th to the 1,000,000th
-message (a --quick run judges neither memory bar: its caches are still
-filling). Exits 1 on a FAIL.
+(server, user, channel); warm throughput >= 20x the genuine first pass; warm
+handle() mean <= 50 us; warm p99 <= 1 ms with the write-behind on, quiet and
+beside the neighbour; RSS <= 200 MB with every cache warm, and flat within 5%
+from the 100,000th to the 1,000,000th message (a --quick run judges neither
+memory bar: its caches are still filling). Exits 1 on a FAIL.
 """
 
 from __future__ import annotations
@@ -36,15 +44,27 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pipeline_turns as turns
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+BASE_ROOT = Path("/work/wt/base")  # --base-root: a checkout of the old main
+
+
+def _code_root() -> Path:
+    """Return the tree whose project code this process imports (--code-root)."""
+    if "--code-root" in sys.argv:  # a round child of the old-vs-new comparison
+        return Path(sys.argv[sys.argv.index("--code-root") + 1]).resolve()
+    return ROOT
+
+
+sys.path.insert(0, str(_code_root()))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tomori_bench")
 # The benchmark must not publish invalidations to workers on the shared Redis.
@@ -52,7 +72,6 @@ os.environ["REDIS_URL"] = ""
 
 RSS_BAR_MB = 200.0
 FLAT_BAR = 0.05
-SPEEDUP_BAR = 20.0
 SPEC_APP_ENTRIES = 6_500
 SPEC_DISCORD_ENTRIES = 90_900
 TOKEN = "simulated-token"
@@ -93,175 +112,6 @@ def ensure_database(scenario_name: str) -> dict[str, int]:
                 conn.execute(f'CREATE DATABASE "{db["NAME"]}"')
     call_command("migrate", verbosity=0)
     return seed_world(generate_world(Scenario.named(scenario_name)))
-
-
-class QueryCounter:
-    """A Django execute wrapper that counts statements, STM write-behind apart."""
-
-    def __init__(self) -> None:
-        self.path = 0  # the message path's own statements (reads and writes)
-        self.write_behind = 0  # short-term memory's queued durable upserts
-
-    def __call__(self, execute: Callable[..., Any], sql: str, *args: Any) -> Any:
-        head = sql.lstrip()[:6].upper()
-        if head in ("INSERT", "UPDATE", "DELETE") and "short_term_memory" in sql:
-            self.write_behind += 1
-        else:
-            self.path += 1
-        return execute(sql, *args)
-
-    def snapshot(self) -> tuple[int, int]:
-        """Return (path, write_behind) so far."""
-        return self.path, self.write_behind
-
-
-async def install_counter(counter: QueryCounter) -> None:
-    """Count statements on this thread's and the database thread's connection."""
-    from asgiref.sync import sync_to_async
-    from django.db import connection
-
-    def install() -> None:
-        if counter not in connection.execute_wrappers:
-            connection.execute_wrappers.append(counter)
-
-    install()
-    await sync_to_async(install)()  # the thread every run_db call uses
-
-
-# ------------------------------------------------------------------ phase 1
-
-
-class TimedPipeline:
-    """Wraps MessagePipeline.handle to record each message's latency."""
-
-    def __init__(self, pipeline: Any) -> None:
-        self.pipeline = pipeline
-        self.latencies: list[float] = []
-        original = pipeline.handle
-
-        async def timed(message: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return await original(message)
-            finally:
-                self.latencies.append(time.perf_counter() - started)
-
-        pipeline.handle = timed
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000.0
-
-
-async def _drive(
-    client: Any,
-    payloads: list[dict[str, Any]],
-    *,
-    before: Callable[[], Any] | None = None,
-) -> float:
-    """Parse each payload as the gateway would and wait for its turn; return seconds."""
-    state, pipeline = client._connection, client.pipeline
-    started = time.perf_counter()
-    for payload in payloads:
-        if before is not None:
-            before()
-        target = pipeline.counters.processed + 1
-        state.parse_message_create(payload)
-        await pipeline.wait_processed(target)
-    return time.perf_counter() - started
-
-
-def _fresh(sim: Any, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return the same messages again under new ids (a replay of the stream)."""
-    copies = []
-    for payload in payloads:
-        copy = dict(payload)
-        copy["id"] = str(sim.ids.next())
-        copies.append(copy)
-    return copies
-
-
-async def run_phase(
-    client: Any,
-    timed: TimedPipeline,
-    counter: QueryCounter,
-    payloads: list[Any],
-    **kw: Any,
-) -> dict[str, Any]:
-    """Drive payloads and return rate, latency percentiles and statements per message."""
-    from caches.layers.short_term_memory import flush_pending_writes
-
-    timed.latencies.clear()
-    path0, behind0 = counter.snapshot()
-    seconds = await _drive(client, payloads, **kw)
-    await flush_pending_writes()
-    path, behind = counter.snapshot()
-    count = len(payloads)
-    return {
-        "messages": count,
-        "seconds": round(seconds, 3),
-        "per_second": round(count / seconds, 1),
-        "p50_ms": round(_percentile(timed.latencies, 0.50), 3),
-        "p99_ms": round(_percentile(timed.latencies, 0.99), 3),
-        "path_queries_per_message": round((path - path0) / count, 4),
-        "write_behind_per_message": round((behind - behind0) / count, 4),
-    }
-
-
-def _repeat_payload(payloads: list[Any], responder: Any) -> dict[str, Any]:
-    """Return a payload of the stream whose turn was OK (a configured triple)."""
-    ok = {t.message_id for t in responder.last if t.outcome == "ok"}
-    for payload in reversed(payloads):
-        if int(payload["id"]) in ok:
-            return payload
-    raise RuntimeError("no OK turn in the warm-up stream")
-
-
-async def throughput(
-    scenario_name: str, warm_count: int, cold_count: int
-) -> dict[str, Any]:
-    """Phase 1: warm vs. uncached throughput, latency and queries per message."""
-    from caches.registry import registry
-    from tomori.bot.client import build_client, skip_identify_wait
-    from tomori.bot.pipeline import MessagePipeline
-    from tomori.bot.responder import RecordingResponder
-    from tomori.bot.simulator import Scenario, SimulatedDiscord, pointed_at
-
-    registry.clear_all()
-    sim = SimulatedDiscord(Scenario.named(scenario_name))
-    await sim.start()
-    responder = RecordingResponder(keep_last=warm_count)
-    pipeline = MessagePipeline(responder=responder)
-    timed = TimedPipeline(pipeline)
-    counter = QueryCounter()
-    await install_counter(counter)
-    with pointed_at(sim):
-        client = build_client(
-            pipeline=pipeline,
-            before_identify_hook=skip_identify_wait,
-            guild_ready_timeout=0.05,
-        )
-        task = asyncio.create_task(client.start(TOKEN))
-        await asyncio.wait_for(client.ready_event.wait(), 120)
-        stream = [sim.planned_payload(sim.traffic.next()) for _ in range(warm_count)]
-        results = {"warm_up": await run_phase(client, timed, counter, stream)}
-        repeat = [_repeat_payload(stream, responder)] * min(warm_count, 2000)
-        results["warm"] = await run_phase(client, timed, counter, _fresh(sim, stream))
-        results["repeat"] = await run_phase(client, timed, counter, _fresh(sim, repeat))
-        results["uncached"] = await run_phase(
-            client,
-            timed,
-            counter,
-            _fresh(sim, stream[:cold_count]),
-            before=registry.clear_all,
-        )
-        results["turns"] = responder.snapshot()
-        results["pipeline"] = pipeline.counters.as_dict()
-        await client.close()
-        await task
-    await sim.stop()
-    return results
 
 
 # ------------------------------------------------------------------ phase 2
@@ -419,33 +269,14 @@ Bar = tuple[str, bool | None, str]  # label, passed (None: not judged), figure
 
 def report(results: dict[str, Any], *, flat_from: int | None) -> bool:
     """Print the figures and a PASS/FAIL line per bar; return whether all passed."""
-    t = results["throughput"]
-    print("\n== throughput (discord.py parse + pipeline, PostgreSQL) ==")
-    print(
-        f"{'run':10} {'msgs':>7} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'path q/msg':>11} {'stm writes/msg':>15}"
-    )
-    for name in ("warm_up", "warm", "repeat", "uncached"):
-        r = t[name]
-        print(
-            f"{name:10} {r['messages']:>7} {r['per_second']:>9} {r['p50_ms']:>8} "
-            f"{r['p99_ms']:>8} {r['path_queries_per_message']:>11} "
-            f"{r['write_behind_per_message']:>15}"
-        )
-    print(f"turns: {t['turns']}")
-    speedup = t["warm"]["per_second"] / t["uncached"]["per_second"]
-    bars: list[Bar] = [
-        (
-            "warm repeat (server, user, channel): 0 path queries/message",
-            t["repeat"]["path_queries_per_message"] == 0,
-            f"{t['repeat']['path_queries_per_message']}",
-        ),
-        (
-            f"warm throughput >= {SPEEDUP_BAR:.0f}x uncached",
-            speedup >= SPEEDUP_BAR,
-            f"{speedup:.1f}x",
-        ),
-    ]
+    run = results["run"]
+    print("\n== run ==")
+    print("command:", run["command"])
+    print(f"scenario: {run['scenario']}; builds: {run['builds']}")
+    print("load average (1, 5, 15 min):", run["load"])
+    bars: list[Bar] = turns.turns_report(results["turns"])
+    if "children" in results:
+        bars += turns.builds_report(results["children"])
     m = results.get("memory")
     if m is not None:
         bars += _memory_report(m, flat_from)
@@ -498,10 +329,15 @@ def _memory_report(m: dict[str, Any], flat_from: int | None) -> list[Bar]:
 def parse_args() -> argparse.Namespace:
     """Return the command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer messages")
+    parser.add_argument("--quick", action="store_true", help="under a minute")
     parser.add_argument("--scenario", default="production")
-    parser.add_argument("--warm-messages", type=int, default=None)
+    parser.add_argument("--warm-messages", type=int, default=None, help="per round")
     parser.add_argument("--uncached-messages", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None, help="in-process rounds")
+    parser.add_argument("--build-rounds", type=int, default=None, help="per build")
+    parser.add_argument("--neighbour-rounds", type=int, default=None)
+    parser.add_argument("--base-root", type=Path, default=BASE_ROOT)
+    parser.add_argument("--skip-base", action="store_true", help="no old build")
     parser.add_argument("--memory-messages", type=int, default=None)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--skip-memory", action="store_true")
@@ -509,7 +345,55 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--serve-simulator", action="store_true", help=argparse.SUPPRESS
     )
+    parser.add_argument("--serve-rounds", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code-root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--stream", type=int, default=300, help=argparse.SUPPRESS)
     return parser.parse_args()
+
+
+def _commit(root: Path) -> str:
+    """Return `root`'s HEAD commit (short), marked + when its tree has changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True
+        ).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (
+        "+" if git("status", "--porcelain", "--untracked-files=no") else ""
+    )
+
+
+def run_turns(options: argparse.Namespace) -> dict[str, Any]:
+    """Phase 1: the in-process rounds, then the child processes' rounds."""
+    quick = options.quick
+    stream = options.warm_messages or (200 if quick else 1_000)
+    cleared = options.uncached_messages or (40 if quick else 300)
+    results: dict[str, Any] = {
+        "turns": asyncio.run(
+            turns.in_process_rounds(
+                options.scenario,
+                rounds=options.rounds or (3 if quick else 5),
+                stream=stream,
+                cleared=cleared,
+            )
+        )
+    }
+    roots = {"new": ROOT}
+    if not options.skip_base and options.base_root.is_dir():
+        roots = {"old": options.base_root.resolve(), "new": ROOT}
+    results["builds"] = {
+        label: f"{root} ({_commit(root)})" for label, root in roots.items()
+    }
+    results["children"] = turns.child_rounds(
+        Path(__file__).resolve(),
+        roots=roots,
+        scenario=options.scenario,
+        stream=stream,
+        rounds=options.build_rounds or (4 if quick else 10),
+        neighbour_rounds=options.neighbour_rounds or (2 if quick else 6),
+    )
+    return results
 
 
 def main() -> int:
@@ -522,21 +406,31 @@ def main() -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
+    if options.serve_rounds:
+        print("seed:", ensure_database(options.scenario), file=sys.stderr)
+        asyncio.run(turns.serve_rounds(options.scenario, options.stream))
+        return 0
     memory_total = options.memory_messages or (20_000 if options.quick else 1_000_000)
     if options.memory_run:
         result = asyncio.run(memory_run(options.scenario, memory_total, options.batch))
         print(json.dumps(result))
         return 0
-    warm = options.warm_messages or (1_000 if options.quick else 5_000)
-    cold = options.uncached_messages or (200 if options.quick else 1_000)
+    load = [os.getloadavg()]
     print("seed:", ensure_database(options.scenario))
-    results: dict[str, Any] = {
-        "throughput": asyncio.run(throughput(options.scenario, warm, cold))
-    }
+    results = run_turns(options)
+    load.append(os.getloadavg())
     if not options.skip_memory:
         results["memory"] = run_memory_child(
             options.scenario, memory_total, options.batch
         )
+        load.append(os.getloadavg())
+    results["run"] = {
+        "command": f"DATABASE_URL={shlex.quote(os.environ['DATABASE_URL'])} "
+        + shlex.join([sys.executable, *sys.argv]),
+        "scenario": options.scenario,
+        "builds": results.pop("builds"),
+        "load": " -> ".join(" ".join(f"{x:.2f}" for x in avg) for avg in load),
+    }
     flat_from = None if options.quick else min(100_000, memory_total // 10)
     return 0 if report(results, flat_from=flat_from) else 1
 
