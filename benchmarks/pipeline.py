@@ -51,8 +51,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pipeline_turns as turns
-
 ROOT = Path(__file__).resolve().parent.parent
 BASE_ROOT = Path("/work/wt/base")  # --base-root: a checkout of the old main
 
@@ -65,6 +63,10 @@ def _code_root() -> Path:
 
 
 sys.path.insert(0, str(_code_root()))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # pipeline_turns
+
+import pipeline_turns as turns  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tomori_bench")
 # The benchmark must not publish invalidations to workers on the shared Redis.
@@ -410,7 +412,7 @@ def main() -> int:
         print("seed:", ensure_database(options.scenario), file=sys.stderr)
         asyncio.run(turns.serve_rounds(options.scenario, options.stream))
         return 0
-    memory_total = options.memory_messages or (20_000 if options.quick else 1_000_000)
+    memory_total = options.memory_messages or (2_000 if options.quick else 1_000_000)
     if options.memory_run:
         result = asyncio.run(memory_run(options.scenario, memory_total, options.batch))
         print(json.dumps(result))
