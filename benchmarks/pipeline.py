@@ -369,8 +369,8 @@ def _commit(root: Path) -> str:
 def run_turns(options: argparse.Namespace) -> dict[str, Any]:
     """Phase 1: the in-process rounds, then the child processes' rounds."""
     quick = options.quick
-    stream = options.warm_messages or (200 if quick else 1_000)
-    cleared = options.uncached_messages or (40 if quick else 300)
+    stream = options.warm_messages or (150 if quick else 1_000)
+    cleared = options.uncached_messages or (30 if quick else 300)
     results: dict[str, Any] = {
         "turns": asyncio.run(
             turns.in_process_rounds(
@@ -412,7 +412,7 @@ def main() -> int:
         print("seed:", ensure_database(options.scenario), file=sys.stderr)
         asyncio.run(turns.serve_rounds(options.scenario, options.stream))
         return 0
-    memory_total = options.memory_messages or (2_000 if options.quick else 1_000_000)
+    memory_total = options.memory_messages or (1_000 if options.quick else 1_000_000)
     if options.memory_run:
         result = asyncio.run(memory_run(options.scenario, memory_total, options.batch))
         print(json.dumps(result))
