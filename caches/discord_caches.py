@@ -23,8 +23,8 @@ from typing import Any
 
 from discord.presences import ClientStatus
 
-from metrics.log import log_metric
-from metrics.logger import Waiter, wait_or_stop
+from caches.core.periodic import Waiter, wait_or_stop
+from caches.telemetry import emit_metric
 from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
@@ -331,4 +331,6 @@ async def run_discord_sweepers(
         removed = schedule.run_due(clock())
         if removed:
             duration_ms = round((time.perf_counter() - started) * 1000, 3)
-            log_metric("discord_sweep", {**removed, "duration_ms": duration_ms})
+            emit_metric(
+                "discord_sweep", {**removed, "duration_ms": duration_ms}, db=False
+            )

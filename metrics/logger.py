@@ -15,19 +15,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from django.db import close_old_connections, connections
 
+from caches.core.periodic import Waiter, wait_or_stop
+from caches.memory.readers import HostMemorySampler
 from metrics.log import log_metric
 from metrics.repository import MetricSampleRepository, default_repository
-from metrics.sampling import HostMemorySampler
 
 logger = logging.getLogger(__name__)
 
-Waiter = Callable[[asyncio.Event, float], Awaitable[None]]
 
 _STOP = object()
 
@@ -170,12 +170,6 @@ def emit_metric(
     if not db:
         return None
     return (writer or default_writer()).submit(name, fields)
-
-
-async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds`` or until ``stop`` is set, whichever comes first."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=max(seconds, 0.0))
 
 
 class LoopLagMonitor:

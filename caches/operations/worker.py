@@ -105,7 +105,7 @@ def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
 
 
 def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
-    from caches.emergency import clear_emergency_caches
+    from caches.memory.emergency import clear_emergency_caches
 
     result = clear_emergency_caches(
         client=ctx.current_client(),

@@ -12,7 +12,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from metrics.logger import wait_or_stop
+from caches.core.periodic import wait_or_stop
 from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import WorkerHealth
@@ -145,7 +145,7 @@ class WorkerObservability:
 
 def observability_from_settings(worker: ObservedWorker) -> WorkerObservability | None:
     """Return the worker's endpoint as METRICS_* configure it, or None if METRICS_PORT is unset."""
-    from metrics.sampling import detect_memory_limit_bytes
+    from caches.memory.readers import detect_memory_limit_bytes
 
     current = knobs()
     if current.METRICS_PORT is None:

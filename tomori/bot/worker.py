@@ -50,16 +50,16 @@ from caches.catalogs.service import (
 from caches.consistency import ConsistencyWatcher
 from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
-from caches.emergency import install_emergency_handler
 from caches.layers._database import database_calls
-from caches.media import apply_libvips_settings
-from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.memory.emergency import install_emergency_handler
+from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
+from caches.memory.vips import apply_libvips_settings
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
-from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.lock import ShardLock, lock_names
 from tomori.knobs import knobs
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from caches.media import MIB
-from metrics.sampling import (
+from caches.memory import MIB
+from caches.memory.readers import (
     HostMemorySampler,
     detect_memory_limit_bytes,
     read_process_memory,

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from caches.media import MIB
-from metrics.sampling import read_rss_bytes
+from caches.memory import MIB
+from caches.memory.readers import read_rss_bytes
 
 logger = logging.getLogger(__name__)
 
