@@ -20,9 +20,9 @@ from typing import Any
 import redis
 
 from caches.bus.errors import BusUnavailable
-from caches.bus.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
 from caches.bus.publisher import RedisPublisher, redis_client
 from caches.bus.stats import BusStats
+from caches.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
 from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
