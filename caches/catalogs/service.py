@@ -19,8 +19,8 @@ from django.db import transaction
 from caches.catalogs.catalog_set import CatalogSet
 from caches.catalogs.endpoints import CATALOG_NAMES
 from caches.catalogs.refresher import OnRefreshed
+from caches.database import run_db
 from caches.invalidation import Event, record
-from caches.layers._support import run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.knobs import knobs
 from tomori.repositories.catalogs import (

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
-from caches.layers._database import database_calls
+from caches.database import run_db as run_db  # the layers import it from here
 from caches.turn_notes import note_miss
 from tomori.knobs import knobs
 from tomori.models.validation import parse_snowflake
@@ -45,16 +45,6 @@ def new_cache(
 def unwrapped(result: Any) -> Any:
     """Return a loader's result as a value (a `DoNotCache` wrapper removed)."""
     return result.value if isinstance(result, DoNotCache) else result
-
-
-async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a sync repository function in Django's database thread, within a deadline.
-
-    Raises `DatabaseUnavailable` (a `TimeoutError` and a `django.db.Error`)
-    when no answer comes within DB_CALL_TIMEOUT_SECONDS, or at once while the
-    breaker refuses calls to a hung database (see caches/layers/_database.py).
-    """
-    return await database_calls().run(fn, *args, **kwargs)
 
 
 def parse_int(text: str) -> int:

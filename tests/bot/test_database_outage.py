@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 
 from caches.core import MISSING
+from caches.database import run_db
 from caches.db_outage import check_database, outage_log
 from caches.layers import tomori_state
-from caches.layers._support import run_db
 from caches.registry import registry
 from tests.bot.conftest import (
     Bot,

@@ -48,9 +48,9 @@ from caches.catalogs.service import (
     store_snapshot,
 )
 from caches.consistency import ConsistencyWatcher
+from caches.database import database_calls
 from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
-from caches.layers._database import database_calls
 from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
 from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
