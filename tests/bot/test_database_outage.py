@@ -30,7 +30,7 @@ from tests.bot.conftest import (
 from tests.support.faults import TcpProxy
 from tomori import models as m
 from tomori.bot.pipeline import Outcome
-from tomori.bot.responder import UNAVAILABLE_TEXT, ReplyingResponder
+from tomori.bot.pipeline.responder import UNAVAILABLE_TEXT, ReplyingResponder
 
 
 def _route_through(port: int | None, saved: dict[str, Any]) -> None:

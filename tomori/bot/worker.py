@@ -444,7 +444,7 @@ class BotWorker:
     async def _log_in(self) -> None:
         from tomori.bot.client import build_client, skip_identify_wait
         from tomori.bot.pipeline import MessagePipeline
-        from tomori.bot.responder import ReplyingResponder
+        from tomori.bot.pipeline.responder import ReplyingResponder
 
         if self.options.simulate:
             await self._start_simulator()
