@@ -16,11 +16,11 @@ from caches.bus.commands import (
     CommandHandler,
     HandlerRunner,
     RedisCommands,
-    on_loop_thread,
 )
 from caches.bus.publisher import RedisPublisher
 from caches.bus.stats import BusStats
 from caches.bus.subscriber import RedisSubscriber
+from caches.core.loop import call_on_loop
 from caches.messages import (
     COMMAND,
     INVALIDATE,
@@ -207,15 +207,7 @@ class Bus:
 
     def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         # Caches belong to the event-loop thread; hop there when there is one.
-        loop = self._loop
-        if loop is None or not loop.is_running() or on_loop_thread(loop):
-            # No loop, or one that stopped: a callback queued there would never run.
-            fn(*args)
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # closed between the check and the call
-            fn(*args)
+        call_on_loop(self._loop, fn, *args)
 
     # ------------------------------------------------------------ subscribing
 

@@ -22,8 +22,8 @@ thread reads anyway: a `get` that finds nothing expired is one `dict.get`,
 atomic under the GIL, so it returns a correct value or a miss; but any call
 that writes, invalidates, or has to drop expired entries first mutates the
 order queues and can race with the loop thread and corrupt them. So another
-thread must hop to the loop (`loop.call_soon_threadsafe`,
-`asyncio.run_coroutine_threadsafe`) rather than call in. `get_or_load` is
+thread must hop to the loop (`caches.core.loop.call_on_loop`,
+`run_on_loop`) rather than call in. `get_or_load` is
 bound to the running loop in any case (its in-flight loads are tasks).
 """
 

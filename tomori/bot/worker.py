@@ -48,6 +48,7 @@ from caches.catalogs.service import (
     store_snapshot,
 )
 from caches.consistency import ConsistencyWatcher
+from caches.core.loop import on_loop_thread, run_on_loop
 from caches.database import database_calls
 from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
@@ -149,6 +150,7 @@ class BotWorker:
             bound_seconds=knobs().INVALIDATION_STALENESS_BOUND_SECONDS,
         )
         self.context: WorkerContext | None = None
+        self._publishing: set[asyncio.Task[None]] = set()  # held until done
         self.admin_port: int | None = None
         self.observability: WorkerObservability | None = None
         self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
@@ -403,12 +405,12 @@ class BotWorker:
         loop = self.context.loop if self.context is not None else None
         if loop is None or not loop.is_running():
             return
-        future = asyncio.run_coroutine_threadsafe(self._publish_async(), loop)
-        with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is loop:
-                return  # on the loop itself: it runs as soon as we yield
+        if on_loop_thread(loop):  # it runs as soon as we yield
+            self._publishing.add(task := loop.create_task(self._publish_async()))
+            task.add_done_callback(self._publishing.discard)
+            return
         try:
-            future.result(timeout=5)
+            run_on_loop(loop, self._publish_async, timeout=5)
         except Exception:  # noqa: BLE001 (the command's reply matters more)
             logger.exception("could not republish the live snapshot")
 
