@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from caches.core.periodic import Waiter, wait_or_stop
+from caches.core.periodic import Waiter, run_periodically, wait_or_stop
 from caches.memory.readers import HostMemorySampler
 from metrics.log import log_metric
 from metrics.repository import MetricSampleRepository, default_repository
@@ -316,15 +316,24 @@ class CacheMetricsLogger:
     async def run(self, stop: asyncio.Event) -> None:
         """Sample at start, often during start-up, then every interval until ``stop``."""
         started = next_at = self._clock()
+
+        def next_delay() -> float:
+            nonlocal next_at
+            step = self.step_after(next_at - started)
+            next_at += step
+            now = self._clock()
+            if next_at <= now:  # fell behind (a stall): skip, don't burst
+                next_at = now + step
+            return next_at - now
+
         try:
-            while not stop.is_set():
-                self._tick()
-                step = self.step_after(next_at - started)
-                next_at += step
-                now = self._clock()
-                if next_at <= now:  # fell behind (a stall): skip, don't burst
-                    next_at = now + step
-                await self._wait(stop, next_at - now)
+            await run_periodically(
+                self._tick,
+                every=next_delay,
+                stop=stop,
+                name="cache metrics sample",
+                wait=self._wait,
+            )
         finally:
             if self._owns_writer:
                 self.writer.close()

@@ -49,6 +49,7 @@ from caches.catalogs.service import (
 )
 from caches.consistency import ConsistencyWatcher
 from caches.core.loop import on_loop_thread, run_on_loop
+from caches.core.periodic import run_periodically, wait_or_stop
 from caches.database import database_calls
 from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
@@ -370,8 +371,7 @@ class BotWorker:
             if not verdict.serving:
                 await self._lose_lock(verdict.reason)
                 return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), verdict.next_in)
+            await wait_or_stop(self.stop_event, verdict.next_in)
 
     async def _lose_lock(self, reason: str) -> None:
         # Another gateway session may serve the shard now: close ours first.
@@ -389,8 +389,7 @@ class BotWorker:
         delay = self._lock.connect_at - self._lock.clock()
         if delay > 0 and not self.stop_event.is_set():
             logger.info("connecting in %.1fs, once any previous holder has left", delay)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), delay)
+            await wait_or_stop(self.stop_event, delay)
         return not self.stop_event.is_set()
 
     async def _publish_async(self) -> None:
@@ -508,16 +507,13 @@ class BotWorker:
         *,
         first_after: bool = False,
     ) -> None:
-        if first_after:  # the first run after one interval, not at once
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), seconds)
-        while not self.stop_event.is_set():
-            try:
-                await job()
-            except Exception:  # noqa: BLE001 (one failed tick must not end the timer)
-                logger.exception("periodic job %s failed", job.__name__)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), seconds)
+        await run_periodically(
+            job,
+            every=seconds,
+            stop=self.stop_event,
+            name=f"job {job.__name__}",
+            first_after=first_after,
+        )
 
     async def _wait_until_done(self) -> None:
         if self.options.duration is None:
