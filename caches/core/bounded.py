@@ -29,6 +29,7 @@ bound to the running loop in any case (its in-flight loads are tasks).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
@@ -123,13 +124,15 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         value = self._get_after_expiry(key, MISSING)
         if value is not MISSING:
             return value
-        flight = self._loads.joinable(key)
+        loop = asyncio.get_running_loop()
+        flight = self._loads.joinable(key, loop)
         if flight is None:
             self.loads += 1
             flight = self._loads.start(
-                key, lambda flight: self._run_load(key, loader, ttl, flight)
+                key, lambda flight: self._run_load(key, loader, ttl, flight), loop
             )
-        return await flight.wait()  # type: ignore[no-any-return]
+        # shield: a cancelled waiter must not cancel the load the others share.
+        return await asyncio.shield(flight.task)  # type: ignore[arg-type]
 
     async def _run_load(
         self, key: K, loader: Loader[V], ttl: float | None, flight: Flight[Any]

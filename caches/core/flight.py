@@ -27,20 +27,31 @@ _current: ContextVar[Flight[Any] | None] = ContextVar("current_flight", default=
 class Flight(Generic[T]):
     """One shared run: its task, whether it went stale, and keys touched meanwhile."""
 
-    __slots__ = ("task", "stale", "touched")
+    __slots__ = ("task", "stale", "_touched")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[T] | None = None
         # Set when the run is detached: its result still reaches its callers,
         # but must not be stored over newer information.
         self.stale = False
-        # Free for the owner's bookkeeping (STM hydration: keys written live).
-        self.touched: set[Any] = set()
+        # Keys written live during the run (STM hydration), made on first use:
+        # most runs touch nothing and should not allocate for it.
+        self._touched: set[Any] | None = None
 
     def joinable(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Tell whether a caller on ``loop`` can still wait for this run."""
         task = self.task
         return task is not None and not task.done() and task.get_loop() is loop
+
+    def touch(self, key: Any) -> None:
+        """Note that ``key`` was written live while this run was going."""
+        if self._touched is None:
+            self._touched = set()
+        self._touched.add(key)
+
+    def was_touched(self, key: Any) -> bool:
+        """Tell whether ``key`` was written live while this run was going."""
+        return self._touched is not None and key in self._touched
 
     async def wait(self) -> T:
         """Return the run's result; cancelling the caller does not cancel the run."""
@@ -72,19 +83,28 @@ class SingleFlight(Generic[K, T]):
     def __contains__(self, key: object) -> bool:
         return key in self.flights
 
-    def joinable(self, key: K) -> Flight[T] | None:
-        """Return the run of ``key`` a caller on the running loop can join, or None."""
+    def joinable(
+        self, key: K, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Flight[T] | None:
+        """Return the run of ``key`` a caller on ``loop`` (default: the running
+        one) can join, or None."""
         flight = self.flights.get(key)
-        if flight is None or not flight.joinable(asyncio.get_running_loop()):
+        if flight is None:
             return None
-        return flight
+        return flight if flight.joinable(loop or asyncio.get_running_loop()) else None
 
-    def start(self, key: K, fn: Callable[[Flight[T]], Awaitable[T]]) -> Flight[T]:
-        """Start a run of ``fn(flight)`` for ``key``, replacing any it cannot join."""
+    def start(
+        self,
+        key: K,
+        fn: Callable[[Flight[T]], Awaitable[T]],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flight[T]:
+        """Start a run of ``fn(flight)`` for ``key`` on ``loop`` (default: the
+        running one), replacing any run it cannot join."""
         flight: Flight[T] = Flight()
         self.flights[key] = flight
-        flight.task = asyncio.get_running_loop().create_task(
-            self._run(key, flight, fn), name=f"{self.name}:{key!r}"
+        flight.task = (loop or asyncio.get_running_loop()).create_task(
+            self._run(key, flight, fn), name=self.name
         )
         return flight
 

@@ -86,7 +86,7 @@ class Hydrator:
         if flight is not None:
             flight.stale = True
         for scope_flight in self._scopes.flights.values():
-            scope_flight.touched.add(key)
+            scope_flight.touch(key)
 
     def touch_where(self, predicate: Callable[[str], bool]) -> None:
         """Note a clear of every key matching `predicate` (and of unseen ones)."""
@@ -161,7 +161,7 @@ class Hydrator:
             if flight.stale:
                 return  # a clear overlapped: the next listing loads again
             for record in records:
-                if record.cache_key not in flight.touched:
+                if not flight.was_touched(record.cache_key):
                     overlaid = self._writer.overlay(record.cache_key, record)
                     self._apply(record.cache_key, overlaid)
             loaded.set((scope, owner), True)
