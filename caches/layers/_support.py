@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from caches.core import (
     MISSING,
@@ -18,9 +18,6 @@ from caches.database import run_db as run_db  # the layers import it from here
 from caches.turn_notes import note_miss
 from tomori.knobs import knobs
 from tomori.models.validation import parse_snowflake
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def knob(name: str) -> Any:
