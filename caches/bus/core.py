@@ -200,10 +200,12 @@ class Bus:
             self._apply(events)
         except Exception:
             logger.exception("bus: applying %d event(s) failed", len(events))
-        if measure:
-            self.stats.applied(time.time() - sent_at)
+        lag = time.time() - sent_at
+        # Logged before it is counted: whoever waits for the count sees the line.
         if origin:
             log_applied(events, origin)
+        if measure:
+            self.stats.applied(lag)
 
     def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         # Caches belong to the event-loop thread; hop there when there is one.
