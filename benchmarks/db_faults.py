@@ -109,7 +109,7 @@ async def turn_latency(
     from caches.layers.short_term_memory import short_term_memory_store
     from tomori.bot.client import build_client, skip_identify_wait
     from tomori.bot.pipeline import MessagePipeline
-    from tomori.bot.responder import RecordingResponder
+    from tomori.bot.pipeline.responder import RecordingResponder
     from tomori.bot.simulator import Scenario, SimulatedDiscord, pointed_at
 
     sim = SimulatedDiscord(Scenario.named("small"))

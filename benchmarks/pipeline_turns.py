@@ -203,7 +203,7 @@ async def start_harness(scenario_name: str, keep_last: int) -> Harness:
     from caches.registry import registry
     from tomori.bot.client import build_client, skip_identify_wait
     from tomori.bot.pipeline import MessagePipeline
-    from tomori.bot.responder import RecordingResponder
+    from tomori.bot.pipeline.responder import RecordingResponder
     from tomori.bot.simulator import Scenario, SimulatedDiscord, pointed_at
 
     registry.clear_all()

@@ -14,7 +14,6 @@ digests of both values and the age.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import math
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from caches.core import MISSING
+from caches.core.periodic import run_periodically
 from caches.registry import CacheRegistry, RegisteredCache
 
 logger = logging.getLogger(__name__)
@@ -99,13 +99,14 @@ class ConsistencyWatcher:
         """Check one entry per interval until `stop` is set (off when the rate is 0)."""
         if not self.interval:
             return
-        while not stop.is_set():
-            try:
-                await self.check_next()
-            except Exception as exc:  # noqa: BLE001 (a DB outage must not end it)
-                logger.debug("consistency: a check failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+        # A failed check (a database outage) is logged at debug only.
+        await run_periodically(
+            self.check_next,
+            every=self.interval,
+            stop=stop,
+            name="consistency check",
+            failure_level=logging.DEBUG,
+        )
 
     async def check_next(self) -> bool:
         """Check one entry of the next watched cache; return whether one was checked."""

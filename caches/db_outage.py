@@ -16,7 +16,7 @@ import logging
 
 from django.db import Error as DatabaseError
 
-from caches.layers._support import run_db
+from caches.database import run_db
 from caches.outage_log import OutageLog
 from caches.turn_notes import _current
 from tomori.repositories import health

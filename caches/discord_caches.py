@@ -23,8 +23,8 @@ from typing import Any
 
 from discord.presences import ClientStatus
 
-from metrics.log import log_metric
-from metrics.logger import Waiter, wait_or_stop
+from caches.core.periodic import Waiter, run_periodically, wait_or_stop
+from caches.telemetry import emit_metric
 from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
@@ -323,12 +323,21 @@ async def run_discord_sweepers(
         start=clock(),
         wall_clock=wall_clock,
     )
-    while not stop.is_set():
-        await wait(stop, schedule.next_due() - clock())
-        if stop.is_set():
-            break
+
+    def sweep_due() -> None:
         started = time.perf_counter()
         removed = schedule.run_due(clock())
         if removed:
             duration_ms = round((time.perf_counter() - started) * 1000, 3)
-            log_metric("discord_sweep", {**removed, "duration_ms": duration_ms})
+            emit_metric(
+                "discord_sweep", {**removed, "duration_ms": duration_ms}, db=False
+            )
+
+    await run_periodically(
+        sweep_due,
+        every=lambda: schedule.next_due() - clock(),
+        stop=stop,
+        name="discord sweep",
+        first_after=True,
+        wait=wait,
+    )

@@ -15,19 +15,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from django.db import close_old_connections, connections
 
+from caches.core.periodic import Waiter, run_periodically, wait_or_stop
+from caches.memory.readers import HostMemorySampler
 from metrics.log import log_metric
 from metrics.repository import MetricSampleRepository, default_repository
-from metrics.sampling import HostMemorySampler
 
 logger = logging.getLogger(__name__)
 
-Waiter = Callable[[asyncio.Event, float], Awaitable[None]]
 
 _STOP = object()
 
@@ -170,12 +170,6 @@ def emit_metric(
     if not db:
         return None
     return (writer or default_writer()).submit(name, fields)
-
-
-async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds`` or until ``stop`` is set, whichever comes first."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=max(seconds, 0.0))
 
 
 class LoopLagMonitor:
@@ -322,15 +316,24 @@ class CacheMetricsLogger:
     async def run(self, stop: asyncio.Event) -> None:
         """Sample at start, often during start-up, then every interval until ``stop``."""
         started = next_at = self._clock()
+
+        def next_delay() -> float:
+            nonlocal next_at
+            step = self.step_after(next_at - started)
+            next_at += step
+            now = self._clock()
+            if next_at <= now:  # fell behind (a stall): skip, don't burst
+                next_at = now + step
+            return next_at - now
+
         try:
-            while not stop.is_set():
-                self._tick()
-                step = self.step_after(next_at - started)
-                next_at += step
-                now = self._clock()
-                if next_at <= now:  # fell behind (a stall): skip, don't burst
-                    next_at = now + step
-                await self._wait(stop, next_at - now)
+            await run_periodically(
+                self._tick,
+                every=next_delay,
+                stop=stop,
+                name="cache metrics sample",
+                wait=self._wait,
+            )
         finally:
             if self._owns_writer:
                 self.writer.close()

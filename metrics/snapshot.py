@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
-from caches.media import MIB
-from metrics.sampling import detect_memory_limit_bytes, read_process_memory
+from caches.memory.readers import read_memory_figures
 from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
@@ -68,26 +66,13 @@ def _shard_fields(client: Any) -> dict[str, Any]:
 
 
 def _memory_fields(guard: Any) -> dict[str, Any]:
-    fields = read_process_memory()
-    limit_bytes, source = _detected_limit(knobs().CONTAINER_MEMORY_LIMIT_MB)
-    if guard is not None:
-        # Name where the guard's limit came from, so a chart can tell a
-        # container limit from the host's total memory.
-        if guard.limit_bytes != limit_bytes:
-            limit_bytes, source = guard.limit_bytes, "guard"
-        fields["memory_state"] = str(guard.state)
-    rss_mb = fields.get("rss_mb")
-    fields["memory_limit_mb"] = round(limit_bytes / MIB, 1) if limit_bytes else None
-    fields["memory_limit_source"] = source
-    fields["memory_percent"] = (
-        round(100 * rss_mb * MIB / limit_bytes, 1)
-        if limit_bytes and rss_mb is not None
-        else None
+    memory = read_memory_figures(
+        configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB, guard=guard
     )
+    fields = dict(memory.process)
+    if memory.state is not None:
+        fields["memory_state"] = memory.state
+    fields["memory_limit_mb"] = memory.limit_mb
+    fields["memory_limit_source"] = memory.limit_source
+    fields["memory_percent"] = memory.percent
     return fields
-
-
-@functools.lru_cache(maxsize=4)
-def _detected_limit(configured_mb: int | None) -> tuple[int, str]:
-    # The limit does not change while the process runs; read procfs once.
-    return detect_memory_limit_bytes(configured_mb=configured_mb)

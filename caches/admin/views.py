@@ -33,7 +33,6 @@ from caches.models import CacheControl
 from caches.operations import (
     DATABASE_ERRORS,
     EmergencyPlan,
-    LastSample,
     LiveWorkers,
     OperationOutcome,
     clear_all_command,
@@ -41,12 +40,15 @@ from caches.operations import (
     describe_command,
     emergency_plan,
     ensure_layers_loaded,
-    last_cache_sizes_sample,
     read_live_workers,
-    sample_age_note,
     send_command,
 )
 from caches.registry import registry
+from metrics.charts.last_sample import (
+    LastSample,
+    last_cache_sizes_sample,
+    sample_age_note,
+)
 from tomori.knobs import knobs
 
 MANAGE_PERMISSION = "caches.manage_caches"

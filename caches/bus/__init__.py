@@ -26,7 +26,7 @@ from caches.bus.core import (
     flush_registry,
 )
 from caches.bus.errors import BusUnavailable
-from caches.bus.messages import EventTuple
+from caches.messages import EventTuple
 from tomori.knobs import knobs
 
 __all__ = [

@@ -20,9 +20,10 @@ from typing import Any
 import redis
 
 from caches.bus.errors import BusUnavailable
-from caches.bus.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
 from caches.bus.publisher import RedisPublisher, redis_client
 from caches.bus.stats import BusStats
+from caches.core.loop import run_on_loop
+from caches.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
 from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
@@ -33,14 +34,6 @@ CommandHandler = Callable[[dict[str, Any]], Any]
 REPLY_TTL_SECONDS = 60
 #: Longest wait for older messages to be published before a command is sent.
 BACKLOG_DRAIN_SECONDS = 2.0
-
-
-def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    """Return whether the caller runs on `loop`'s thread."""
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 class HandlerRunner:
@@ -67,13 +60,7 @@ class HandlerRunner:
         return reply
 
     def _await(self, awaitable: Any, timeout: float) -> Any:
-        async def wrapped() -> Any:
-            return await awaitable
-
-        loop = self.loop
-        if loop is not None and loop.is_running() and not on_loop_thread(loop):
-            return asyncio.run_coroutine_threadsafe(wrapped(), loop).result(timeout)
-        return asyncio.run(wrapped())
+        return run_on_loop(self.loop, lambda: awaitable, timeout=timeout)
 
 
 class RedisCommands:

@@ -16,9 +16,12 @@ from caches.bus.commands import (
     CommandHandler,
     HandlerRunner,
     RedisCommands,
-    on_loop_thread,
 )
-from caches.bus.messages import (
+from caches.bus.publisher import RedisPublisher
+from caches.bus.stats import BusStats
+from caches.bus.subscriber import RedisSubscriber
+from caches.core.loop import call_on_loop
+from caches.messages import (
     COMMAND,
     INVALIDATE,
     EventTuple,
@@ -27,9 +30,6 @@ from caches.bus.messages import (
     events_from_json,
     events_to_json,
 )
-from caches.bus.publisher import RedisPublisher
-from caches.bus.stats import BusStats
-from caches.bus.subscriber import RedisSubscriber
 
 if TYPE_CHECKING:
     from caches.outbox import OutboxFollower
@@ -43,13 +43,29 @@ FlushFn = Callable[[], Any]
 MAX_ORIGINS = 1024
 
 
+def _describe_plainly(events: Iterable[EventTuple]) -> list[str]:
+    return [f"{name}: {op}({', '.join(map(repr, args))})" for name, op, args in events]
+
+
+#: Turns a batch of events into words for the log (set_event_describer).
+_describe: Callable[[Iterable[EventTuple]], list[str]] = _describe_plainly
+
+
+def set_event_describer(describe: Callable[[Iterable[EventTuple]], list[str]]) -> None:
+    """Make ``log_applied`` word events with ``describe`` (the invalidation phrases).
+
+    ``CachesConfig.ready()`` installs ``caches.invalidation.describe``: the bus
+    sits below the invalidation package and must not import it.
+    """
+    global _describe
+    _describe = describe
+
+
 def log_applied(events: list[EventTuple], origin: str) -> None:
     """Log one line for a batch of invalidations from another process."""
     if not logger.isEnabledFor(logging.INFO):
         return
-    from caches.invalidation.describe import describe
-
-    words = describe(events)
+    words = _describe(events)
     shown = "; ".join(words[:5]) + (
         f"; and {len(words) - 5} more" if len(words) > 5 else ""
     )
@@ -184,22 +200,16 @@ class Bus:
             self._apply(events)
         except Exception:
             logger.exception("bus: applying %d event(s) failed", len(events))
-        if measure:
-            self.stats.applied(time.time() - sent_at)
+        lag = time.time() - sent_at
+        # Logged before it is counted: whoever waits for the count sees the line.
         if origin:
             log_applied(events, origin)
+        if measure:
+            self.stats.applied(lag)
 
     def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         # Caches belong to the event-loop thread; hop there when there is one.
-        loop = self._loop
-        if loop is None or not loop.is_running() or on_loop_thread(loop):
-            # No loop, or one that stopped: a callback queued there would never run.
-            fn(*args)
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # closed between the check and the call
-            fn(*args)
+        call_on_loop(self._loop, fn, *args)
 
     # ------------------------------------------------------------ subscribing
 

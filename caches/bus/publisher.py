@@ -23,8 +23,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from caches.bus.messages import encode
 from caches.bus.stats import BusStats
+from caches.messages import encode
 
 logger = logging.getLogger(__name__)
 

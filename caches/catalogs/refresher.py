@@ -9,7 +9,6 @@ the network. Everything runs on one event loop; nothing here is thread-safe.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
@@ -27,6 +26,7 @@ from caches.catalogs.fetch import (
     build_entries,
     fetch_models_payload,
 )
+from caches.core import Flight, SingleFlight
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,9 @@ class CatalogRefresher(Generic[E]):
         self._clock = clock
         self._wall_clock = wall_clock
         self._entries: dict[str, E] = {}
-        self._inflight: asyncio.Task[bool] | None = None
+        self._refreshes: SingleFlight[None, bool] = SingleFlight(
+            f"catalog-refresh-{name}"
+        )
         self._success_at: float | None = None  # monotonic, drives the TTL
         self._fetched_at: float | None = None  # wall clock of the serving snapshot
         self._attempt_at: float | None = None  # monotonic, drives the rate limit
@@ -133,13 +135,13 @@ class CatalogRefresher(Generic[E]):
         Without `force`, an attempt within `min_interval` of the previous one
         (successful or not) is skipped and returns False.
         """
-        inflight = self._inflight
-        if inflight is None:
+        flight = self._refreshes.joinable(None)
+        if flight is None:
             if not force and self._rate_limited():
                 return False
-            inflight = self._start_refresh()
-        # shield: a caller that is cancelled must not cancel the shared fetch.
-        return await asyncio.shield(inflight)
+            flight = self._start_refresh()
+        # A caller that is cancelled does not cancel the shared fetch.
+        return await flight.wait()
 
     async def refresh_if_stale(self) -> bool:
         """Refresh (rate-limited) when the TTL has run out; return whether one succeeded."""
@@ -216,7 +218,7 @@ class CatalogRefresher(Generic[E]):
             "last_attempt": self._attempt_wall,
             "last_error": self._last_error,
             "stale": self.is_stale(),
-            "refreshing": self._inflight is not None,
+            "refreshing": bool(self._refreshes),
             "fetches": self._fetches,
             "failures": self._failures,
         }
@@ -228,25 +230,10 @@ class CatalogRefresher(Generic[E]):
             return False
         return self._clock() - self._attempt_at < self.min_interval
 
-    def _start_refresh(self) -> asyncio.Task[bool]:
+    def _start_refresh(self) -> Flight[bool]:
         self._attempt_at = self._clock()
         self._attempt_wall = self._wall_clock()
-        task = asyncio.get_running_loop().create_task(
-            self._refresh_once(), name=f"catalog-refresh-{self.name}"
-        )
-        self._inflight = task
-        task.add_done_callback(self._forget_task)
-        return task
-
-    def _forget_task(self, task: asyncio.Task[bool]) -> None:
-        if self._inflight is task:
-            self._inflight = None
-
-    async def _refresh_once(self) -> bool:
-        try:
-            return await self._fetch_and_install()
-        finally:
-            self._inflight = None
+        return self._refreshes.start(None, lambda _flight: self._fetch_and_install())
 
     async def _fetch_and_install(self) -> bool:
         self._fetches += 1

@@ -19,8 +19,9 @@ from django.db import transaction
 from caches.catalogs.catalog_set import CatalogSet
 from caches.catalogs.endpoints import CATALOG_NAMES
 from caches.catalogs.refresher import OnRefreshed
+from caches.core.loop import call_on_loop
+from caches.database import run_db
 from caches.invalidation import Event, record
-from caches.layers._support import run_db
 from caches.registry import EmergencyPolicy, registry
 from tomori.knobs import knobs
 from tomori.repositories.catalogs import (
@@ -89,7 +90,7 @@ def register_catalogs(catalogs: CatalogSet, *, loop: asyncio.AbstractEventLoop) 
         name = catalog.name
 
         def reload(*_: Any, _name: str = name) -> int:
-            loop.call_soon_threadsafe(_start_reload, catalogs, _name, loop)
+            call_on_loop(loop, _start_reload, catalogs, _name, loop)
             return 0
 
         registry.register(
@@ -109,6 +110,8 @@ _reloads: set[asyncio.Task[dict[str, bool]]] = set()
 def _start_reload(
     catalogs: CatalogSet, name: str, loop: asyncio.AbstractEventLoop
 ) -> None:
+    if loop.is_closed():  # checked first: no coroutine is made to be dropped
+        raise RuntimeError(f"cannot reload the {name} catalog: its loop is closed")
     # Keep a reference until done: the loop holds tasks only weakly.
     task = loop.create_task(load_stored_snapshots(catalogs, [name]))
     _reloads.add(task)

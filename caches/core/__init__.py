@@ -2,6 +2,7 @@
 
 from caches.core.bounded import BoundedTTLCache, Loader
 from caches.core.clock import Clock, FakeClock
+from caches.core.flight import Flight, SingleFlight, current_flight
 from caches.core.markers import MISSING, DoNotCache, Missing
 from caches.core.store import MAX_TTL_QUEUES, ExpiringStore, ScopeFn
 
@@ -14,6 +15,9 @@ __all__ = [
     "ExpiringStore",
     "ScopeFn",
     "FakeClock",
+    "Flight",
     "Loader",
     "Missing",
+    "SingleFlight",
+    "current_flight",
 ]

@@ -5,14 +5,15 @@ Storage (the dict, deadlines, expiry, the cap and eviction order) is
 the exact expiry and eviction rules. This class adds counted reads,
 single-flight loading, invalidation and stats.
 
-Loading. Concurrent misses of one key share one load, run as its own task;
-waiters await it through `asyncio.shield`, so a cancelled waiter cancels only
-itself. A load whose key is invalidated (or matched by invalidate_where or
-invalidate_prefix, or the cache cleared) while it runs is detached: its
-waiters still get its result, but it is not stored, and later callers start
-a fresh load rather than join the stale one. A `set` of the key while its
-load runs is newer information than that load: it detaches the load the same
-way, so the older result never overwrites the value just set.
+Loading (`caches.core.flight.SingleFlight`). Concurrent misses of one key
+share one load, run as its own task; waiters await it through
+`asyncio.shield`, so a cancelled waiter cancels only itself. A load whose key
+is invalidated (or matched by invalidate_where or invalidate_prefix, or the
+cache cleared) while it runs is detached: its waiters still get its result,
+but it is not stored, and later callers start a fresh load rather than join
+the stale one. A `set` of the key while its load runs is newer information
+than that load: it detaches the load the same way, so the older result never
+overwrites the value just set.
 
 Threads. The bot is single-threaded asyncio, and a cache is confined to the
 thread that runs the event loop: it takes no locks (an uncontended lock here
@@ -21,8 +22,8 @@ thread reads anyway: a `get` that finds nothing expired is one `dict.get`,
 atomic under the GIL, so it returns a correct value or a miss; but any call
 that writes, invalidates, or has to drop expired entries first mutates the
 order queues and can race with the loop thread and corrupt them. So another
-thread must hop to the loop (`loop.call_soon_threadsafe`,
-`asyncio.run_coroutine_threadsafe`) rather than call in. `get_or_load` is
+thread must hop to the loop (`caches.core.loop.call_on_loop`,
+`run_on_loop`) rather than call in. `get_or_load` is
 bound to the running loop in any case (its in-flight loads are tasks).
 """
 
@@ -34,6 +35,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from caches.core.clock import Clock
+from caches.core.flight import Flight, SingleFlight
 from caches.core.markers import MISSING, DoNotCache, Missing
 from caches.core.store import ExpiringStore, ScopeFn
 
@@ -42,25 +44,6 @@ V = TypeVar("V")
 D = TypeVar("D")
 
 Loader = Callable[[], Awaitable["V | DoNotCache[V]"]]
-
-
-class _Flight:
-    """One in-flight load: the task running the loader and its staleness."""
-
-    __slots__ = ("task", "stale")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task[Any] | None = None
-        # Set when the key is set or invalidated (or the cache cleared) mid-load:
-        # the result still reaches its waiters but is not stored.
-        self.stale = False
-
-    def joinable(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Tell whether a caller on `loop` can still wait for this load."""
-        # A task left pending on a closed loop (a finished test's loop, with
-        # the cache a module singleton) would never finish: load afresh.
-        task = self.task
-        return task is not None and not task.done() and task.get_loop() is loop
 
 
 class BoundedTTLCache(ExpiringStore[K, V]):
@@ -78,7 +61,9 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         scopes: Mapping[str, ScopeFn] | None = None,
     ) -> None:
         super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock, scopes=scopes)
-        self._inflight: dict[K, _Flight] = {}
+        self._loads: SingleFlight[K, Any] = SingleFlight(f"cache-load:{name}")
+        # The loads' live map, for one truth test on the write path.
+        self._inflight = self._loads.flights
         self.reset_stats()
 
     # ----------------------------------------------------------- reads
@@ -116,9 +101,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         """Store `value` under `key`, staling any load of `key` still running."""
         # Hot path: with no load in flight, one truth test and the store's set.
         if self._inflight:
-            flight = self._inflight.pop(key, None)
-            if flight is not None:
-                flight.stale = True
+            self._loads.detach(key)
         ExpiringStore.set(self, key, value, ttl)
 
     # ----------------------------------------------------------- loading
@@ -142,39 +125,23 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         if value is not MISSING:
             return value
         loop = asyncio.get_running_loop()
-        flight = self._inflight.get(key)
-        if flight is None or not flight.joinable(loop):
-            flight = self._start_load(key, loader, ttl, loop)
+        flight = self._loads.joinable(key, loop)
+        if flight is None:
+            self.loads += 1
+            flight = self._loads.start(
+                key, lambda flight: self._run_load(key, loader, ttl, flight), loop
+            )
         # shield: a cancelled waiter must not cancel the load the others share.
         return await asyncio.shield(flight.task)  # type: ignore[arg-type]
 
-    def _start_load(
-        self,
-        key: K,
-        loader: Loader[V],
-        ttl: float | None,
-        loop: asyncio.AbstractEventLoop,
-    ) -> _Flight:
-        flight = _Flight()
-        self._inflight[key] = flight
-        self.loads += 1
-        flight.task = loop.create_task(
-            self._run_load(key, loader, ttl, flight),
-            name=f"cache-load:{self.name}",
-        )
-        return flight
-
     async def _run_load(
-        self, key: K, loader: Loader[V], ttl: float | None, flight: _Flight
+        self, key: K, loader: Loader[V], ttl: float | None, flight: Flight[Any]
     ) -> V:
         try:
             result = await loader()
         except Exception:
             self.load_failures += 1
             raise
-        finally:
-            if self._inflight.get(key) is flight:
-                del self._inflight[key]
         if isinstance(result, DoNotCache):
             return result.value  # type: ignore[no-any-return]
         if not flight.stale:
@@ -185,13 +152,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
 
     def _detach_flights(self, keys: Iterable[K]) -> int:
         # Later callers start a fresh load instead of joining a stale one.
-        count = 0
-        for key in list(keys):
-            flight = self._inflight.pop(key, None)
-            if flight is not None:
-                flight.stale = True
-                count += 1
-        return count
+        return self._loads.detach_many(keys)
 
     # ----------------------------------------------------------- removal
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache, Loader, ScopeFn
-from caches.layers._database import database_calls
+from caches.core import (
+    MISSING,
+    BoundedTTLCache,
+    Clock,
+    DoNotCache,
+    Loader,
+    ScopeFn,
+    current_flight,
+)
+from caches.database import run_db as run_db  # the layers import it from here
 from caches.turn_notes import note_miss
 from tomori.knobs import knobs
 from tomori.models.validation import parse_snowflake
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def knob(name: str) -> Any:
@@ -45,16 +50,6 @@ def new_cache(
 def unwrapped(result: Any) -> Any:
     """Return a loader's result as a value (a `DoNotCache` wrapper removed)."""
     return result.value if isinstance(result, DoNotCache) else result
-
-
-async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a sync repository function in Django's database thread, within a deadline.
-
-    Raises `DatabaseUnavailable` (a `TimeoutError` and a `django.db.Error`)
-    when no answer comes within DB_CALL_TIMEOUT_SECONDS, or at once while the
-    breaker refuses calls to a hung database (see caches/layers/_database.py).
-    """
-    return await database_calls().run(fn, *args, **kwargs)
 
 
 def parse_int(text: str) -> int:
@@ -177,15 +172,6 @@ _SUMMED_STATS = (
 )
 
 
-class _Load:
-    """One load of a StaleFallbackCache key; stale once the key is invalidated."""
-
-    __slots__ = ("stale",)
-
-    def __init__(self) -> None:
-        self.stale = False
-
-
 class StaleFallbackCache(CompositeCache):
     """A TTL cache that also keeps each key's last good value for a while.
 
@@ -219,9 +205,6 @@ class StaleFallbackCache(CompositeCache):
         )
         super().__init__(fresh, last_good=last_good, **members)
         self.last_good = last_good
-        # The running load of each key, staled by invalidate/clear (like the
-        # core's in-flight loads), so its value never reaches last_good.
-        self._loading: dict[Any, _Load] = {}
         # Keys served from last_good since their last successful load.
         self._served_stale: set[Any] = set()
 
@@ -238,15 +221,12 @@ class StaleFallbackCache(CompositeCache):
 
     def _remembering(self, key: Any, loader: Loader[Any]) -> Loader[Any]:
         async def load_and_remember() -> Any:
-            load = self._loading[key] = _Load()
-            try:
-                value = await loader()
-            finally:
-                if self._loading.get(key) is load:
-                    del self._loading[key]
-            # No await between here and the core's own store: both see the
-            # same invalidations.
-            if not load.stale:
+            value = await loader()
+            # This runs inside the core's load of `key` (its single flight),
+            # which every invalidation or clear of the key stales. No await
+            # between here and the core's own store: both see the same ones.
+            flight = current_flight()
+            if flight is None or not flight.stale:
                 self._remember(key, value)
             return value
 
@@ -284,9 +264,6 @@ class StaleFallbackCache(CompositeCache):
         The last good value stays to answer a reload that fails; the key's
         running load is not remembered (it may predate the change).
         """
-        load = self._loading.pop(key, None)
-        if load is not None:
-            load.stale = True
         return sum(
             cache.invalidate(key)
             for cache in self._maps.values()
@@ -295,9 +272,6 @@ class StaleFallbackCache(CompositeCache):
 
     def clear(self) -> int:
         """Drop every entry of every member and keep running loads from being remembered."""
-        for load in self._loading.values():
-            load.stale = True
-        self._loading.clear()
         self._served_stale.clear()
         return super().clear()
 

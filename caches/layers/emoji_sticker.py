@@ -9,7 +9,6 @@ plain data; the sync they may trigger never raises.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from caches.core import MISSING
+from caches.core import MISSING, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import (
     cached,
@@ -58,7 +57,7 @@ _cache = new_cache(
     cap_setting="EMOJI_STICKER_CACHE_MAX_ENTRIES",
     ttl=minutes_setting("EMOJI_STICKER_CACHE_TTL_MINUTES"),
 )
-_syncs: dict[int, asyncio.Task[None]] = {}
+_syncs: SingleFlight[int, None] = SingleFlight("emoji-sync")
 
 
 def expressions_of(
@@ -107,18 +106,7 @@ async def _run_sync(server_id: int, guild: GuildExpressions, force: bool) -> Non
 
 async def _sync_once(server_id: int, guild: GuildExpressions, force: bool) -> None:
     # Concurrent misses of one server share one sync check (single flight).
-    loop = asyncio.get_running_loop()
-    task = _syncs.get(server_id)
-    if task is None or task.done() or task.get_loop() is not loop:
-        task = loop.create_task(_run_sync(server_id, guild, force))
-        _syncs[server_id] = task
-
-        def forget(done: asyncio.Task[None]) -> None:
-            if _syncs.get(server_id) is done:
-                del _syncs[server_id]
-
-        task.add_done_callback(forget)
-    await asyncio.shield(task)
+    await _syncs.run(server_id, lambda _flight: _run_sync(server_id, guild, force))
 
 
 def _lacks_enabled(

@@ -10,12 +10,11 @@ async read re-warms it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-from caches.core import BoundedTTLCache, Clock
+from caches.core import BoundedTTLCache, Clock, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import new_cache, parse_int, run_db
 from caches.registry import EmergencyPolicy, registry
@@ -44,7 +43,7 @@ class LlmCache:
         self._changes = (
             0  # bumped by every invalidation: a warm that overlaps one is stale
         )
-        self._warming: asyncio.Task[bool] | None = None
+        self._warming: SingleFlight[None, bool] = SingleFlight("llm-warm")
 
     def install(self, records: Sequence[LlmRecord]) -> None:
         """Replace the map with `records` in one step (no await in between)."""
@@ -73,11 +72,7 @@ class LlmCache:
 
     async def warm(self) -> bool:
         """Reload every row (one warm at a time); on failure keep the current map."""
-        loop = asyncio.get_running_loop()
-        task = self._warming
-        if task is None or task.done() or task.get_loop() is not loop:
-            task = self._warming = loop.create_task(self._warm_once())
-        return await asyncio.shield(task)
+        return await self._warming.run(None, lambda _flight: self._warm_once())
 
     async def _warm_once(self) -> bool:
         changes = self._changes

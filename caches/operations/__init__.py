@@ -97,16 +97,13 @@ from caches.operations.faults import DATABASE_ERRORS, database_fault
 from caches.operations.plan import EmergencyPlan, emergency_plan
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.stats import (
-    LastSample,
     LayerRow,
     LiveWorkers,
     WorkerView,
     format_duration,
-    last_cache_sizes_sample,
     layer_row,
     live_worker_views,
     read_live_workers,
-    sample_age_note,
     worker_view,
 )
 from caches.operations.worker import (
@@ -130,7 +127,6 @@ __all__ = [
     "BadKeyError",
     "CommandFailed",
     "EmergencyPlan",
-    "LastSample",
     "LayerRow",
     "LiveWorkers",
     "OperationError",
@@ -152,14 +148,12 @@ __all__ = [
     "format_duration",
     "invalidate_key_command",
     "is_clearable",
-    "last_cache_sizes_sample",
     "make_command_handler",
     "layer_row",
     "live_worker_views",
     "read_live_workers",
     "refresh_catalogs_command",
     "registered_entry",
-    "sample_age_note",
     "send_command",
     "worker_view",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -39,50 +38,31 @@ def _discord(client: Any) -> dict[str, Any]:
     return dict(count_discord_caches(client))
 
 
-@functools.cache
-def _detected_limit() -> tuple[float | None, str]:
-    # The limit does not change while the process runs: read procfs once.
-    from metrics.sampling import detect_memory_limit_bytes
-
-    limit, source = detect_memory_limit_bytes(
-        configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB
-    )
-    return (round(limit / (1024 * 1024), 1) if limit else None), source
-
-
 def _memory(guard: Any) -> dict[str, Any]:
-    from caches.media import libvips_memory
-    from metrics.sampling import read_process_memory
+    from caches.memory.readers import read_memory_figures
 
-    process = read_process_memory()
-    limit_mb, source = _detected_limit()
+    memory = read_memory_figures(
+        configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB, guard=guard
+    )
     figures: dict[str, Any] = {
-        "rss_mb": process.get("rss_mb"),
-        "python_allocated_blocks": process.get("python_allocated_blocks"),
-        "limit_mb": limit_mb,
-        # "configured", "cgroup_v1"/"cgroup_v2", "host_total" (no container
-        # limit: the host's memory stands in) or "unknown".
-        "limit_source": source,
-        "percent": None,
-        "state": None,
+        "rss_mb": memory.rss_mb,
+        "python_allocated_blocks": memory.process.get("python_allocated_blocks"),
+        "limit_mb": memory.limit_mb,
+        # "guard" (a limit of its own), "configured", "cgroup_v1"/"cgroup_v2",
+        # "host_total" (no container limit: the host's memory stands in) or
+        # "unknown".
+        "limit_source": memory.limit_source,
+        "percent": memory.percent,
+        "state": memory.state,
     }
     if guard is not None:
         status = guard.status()
-        if status.get("limit_mb") != limit_mb:
-            figures["limit_source"] = "guard"  # built with a limit of its own
         figures.update(
-            limit_mb=status.get("limit_mb"),
-            percent=status.get("percent"),
-            state=status.get("state"),
             warning_percent=status.get("warning_percent"),
             critical_percent=status.get("critical_percent"),
             emergencies=status.get("emergencies"),
         )
-        figures["rss_mb"] = status.get("rss_mb") or figures["rss_mb"]
-    rss = figures["rss_mb"]
-    if figures["percent"] is None and figures["limit_mb"] and rss is not None:
-        figures["percent"] = round(100 * rss / figures["limit_mb"], 1)
-    figures.update(libvips_memory())
+    figures.update({k: v for k, v in memory.process.items() if k.startswith("vips_")})
     return figures
 
 

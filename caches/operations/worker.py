@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from caches.core.loop import run_on_loop
 from caches.operations.commands import (
     CLEAR_ALL,
     CLEAR_CACHE,
@@ -105,7 +105,7 @@ def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
 
 
 def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
-    from caches.emergency import clear_emergency_caches
+    from caches.memory.emergency import clear_emergency_caches
 
     result = clear_emergency_caches(
         client=ctx.current_client(),
@@ -193,15 +193,6 @@ async def execute_command_async(
     return _reply(command, context, started, outcome, None)
 
 
-def _on_other_thread(loop: asyncio.AbstractEventLoop | None) -> bool:
-    if loop is None or loop.is_closed() or not loop.is_running():
-        return False
-    try:
-        return asyncio.get_running_loop() is not loop
-    except RuntimeError:  # no loop in this thread
-        return True
-
-
 def execute_command(
     command: dict[str, Any], *, context: WorkerContext
 ) -> dict[str, Any]:
@@ -212,31 +203,11 @@ def execute_command(
     waits for it. Without a running loop it runs here; on the loop thread
     itself use `execute_command_async`.
     """
-    if _on_other_thread(context.loop):
-        assert context.loop is not None
-        future = asyncio.run_coroutine_threadsafe(
-            execute_command_async(command, context=context), context.loop
-        )
-        return future.result(timeout=context.catalog_timeout + 5)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(execute_command_async(command, context=context))
-    return _run_in_thread(command, context)
-
-
-def _run_in_thread(command: dict[str, Any], context: WorkerContext) -> dict[str, Any]:
-    # Called synchronously from inside a running loop: a nested asyncio.run
-    # is impossible, so the command gets a private loop on a helper thread.
-    box: dict[str, dict[str, Any]] = {}
-
-    def work() -> None:
-        box["reply"] = asyncio.run(execute_command_async(command, context=context))
-
-    thread = threading.Thread(target=work, name="operator-command")
-    thread.start()
-    thread.join()
-    return box["reply"]
+    return run_on_loop(
+        context.loop,
+        lambda: execute_command_async(command, context=context),
+        timeout=context.catalog_timeout + 5,
+    )
 
 
 def make_command_handler(

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from caches.bus.messages import EventTuple, events_from_json, events_to_json
+from caches.messages import EventTuple, events_from_json, events_to_json
 from caches.outbox.tracker import OutboxRow
 
 #: Rows read per query; a longer backlog is read in several.

@@ -18,13 +18,13 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
+from caches.memory.readers import read_process_memory, read_rss_bytes
 from caches.registry import CacheRegistry
 from metrics.prometheus import bus_families as bus_metrics
 from metrics.prometheus import families
 from metrics.prometheus import memory_families as memory_metrics
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures
-from metrics.sampling import read_process_memory, read_rss_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,6 @@ class WorkerCollector:
         yield from families.consistency_families(summary)
 
     def _emergency(self) -> Iterator[Metric]:
-        from caches.emergency import totals
+        from caches.memory.emergency import totals
 
         yield from memory_metrics.emergency_families(*totals.snapshot())

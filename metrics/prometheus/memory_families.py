@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from caches.media import MIB
+from caches.memory import MIB
 from metrics.prometheus.families import number
 
 GUARD_STATES = ("safe", "warning", "critical")

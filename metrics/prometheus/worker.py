@@ -12,7 +12,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from metrics.logger import wait_or_stop
+from caches.core.periodic import run_periodically
 from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import WorkerHealth
@@ -108,7 +108,9 @@ class WorkerObservability:
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every second and refresh the loop-side figures on their interval."""
         next_refresh = 0.0
-        while not stop.is_set():
+
+        async def beat() -> None:
+            nonlocal next_refresh
             self.health.beat()
             now = time.monotonic()
             if now >= next_refresh:
@@ -116,7 +118,10 @@ class WorkerObservability:
                 next_refresh = now + self.refresh_seconds
             else:
                 note_gateway(self.figures, self.worker.client)
-            await wait_or_stop(stop, HEARTBEAT_SECONDS)
+
+        await run_periodically(
+            beat, every=HEARTBEAT_SECONDS, stop=stop, name="metrics heartbeat"
+        )
 
     async def refresh(self) -> None:
         """Recompute discord.py counts, size estimates and the gateway state now."""
@@ -145,7 +150,7 @@ class WorkerObservability:
 
 def observability_from_settings(worker: ObservedWorker) -> WorkerObservability | None:
     """Return the worker's endpoint as METRICS_* configure it, or None if METRICS_PORT is unset."""
-    from metrics.sampling import detect_memory_limit_bytes
+    from caches.memory.readers import detect_memory_limit_bytes
 
     current = knobs()
     if current.METRICS_PORT is None:

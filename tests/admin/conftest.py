@@ -41,7 +41,7 @@ def _no_metric_rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     """Keep the emergency clear's metric off the database (a background thread)."""
     emitted: list[tuple[str, dict]] = []
     monkeypatch.setattr(
-        "caches.emergency.emit_metric",
+        "caches.memory.emergency.emit_metric",
         lambda name, fields, **_: emitted.append((name, fields)),
     )
     return emitted

@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from caches.admin import views
 from caches.core import FakeClock
+from caches.memory.readers import HostMemorySampler
 from metrics.logger import CacheMetricsLogger
 from metrics.models import MetricSample
 from metrics.repository import MetricSampleRepository
-from metrics.sampling import HostMemorySampler
 from tests.admin.conftest import TEST_CACHE
 from tests.admin.test_browser import SCREENSHOTS, log_in, operator_login, page
 from tomori.knobs import knobs

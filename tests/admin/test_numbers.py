@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from caches import bus, live
 from caches.core import BoundedTTLCache
-from caches.emergency import EmergencyClearResult
+from caches.memory.emergency import EmergencyClearResult
 from caches.operations import (
     WorkerContext,
     WorkerReply,
@@ -204,13 +204,15 @@ def test_the_emergency_result_itemises_every_entry_it_removed() -> None:
 def test_the_memory_panel_says_when_the_limit_is_only_the_hosts(  # type: ignore[no-untyped-def]
     manager_client, worker, monkeypatch
 ) -> None:
-    from caches.operations import snapshot
+    from caches.memory import MIB, readers
 
-    monkeypatch.setattr(snapshot, "_detected_limit", lambda: (24_000.0, "host_total"))
+    host = (24_000 * MIB, "host_total")
+    monkeypatch.setattr(readers, "detected_memory_limit", lambda _mb: host)
     worker.publish()
     html = manager_client.get(reverse(DASHBOARD)).content.decode()
     assert "MB host memory" in html and "no container limit set" in html
-    monkeypatch.setattr(snapshot, "_detected_limit", lambda: (512.0, "cgroup_v2"))
+    cgroup = (512 * MIB, "cgroup_v2")
+    monkeypatch.setattr(readers, "detected_memory_limit", lambda _mb: cgroup)
     worker.publish()
     html = manager_client.get(reverse(DASHBOARD)).content.decode()
     assert "512 MB limit" in html and "no container limit set" not in html

@@ -17,7 +17,7 @@ from caches.registry import registry
 from tomori.bot.client import TomoriClientMixin, build_client, skip_identify_wait
 from tomori.bot.demo import seed_world
 from tomori.bot.pipeline import MessagePipeline, ResolvedTurn
-from tomori.bot.responder import RecordingResponder
+from tomori.bot.pipeline.responder import RecordingResponder
 from tomori.bot.simulator import (
     Scenario,
     SimulatedDiscord,

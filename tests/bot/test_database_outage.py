@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 
 from caches.core import MISSING
+from caches.database import run_db
 from caches.db_outage import check_database, outage_log
 from caches.layers import tomori_state
-from caches.layers._support import run_db
 from caches.registry import registry
 from tests.bot.conftest import (
     Bot,
@@ -30,7 +30,7 @@ from tests.bot.conftest import (
 from tests.support.faults import TcpProxy
 from tomori import models as m
 from tomori.bot.pipeline import Outcome
-from tomori.bot.responder import UNAVAILABLE_TEXT, ReplyingResponder
+from tomori.bot.pipeline.responder import UNAVAILABLE_TEXT, ReplyingResponder
 
 
 def _route_through(port: int | None, saved: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from tests.bot.conftest import (
 )
 from tomori import models as m
 from tomori.bot.pipeline import Outcome
-from tomori.bot.responder import ReplyingResponder
+from tomori.bot.pipeline.responder import ReplyingResponder
 from tomori.bot.simulator.event_payloads import message_payload
 from tomori.bot.simulator.payloads import user_payload
 

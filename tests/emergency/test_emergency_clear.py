@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from caches.core import BoundedTTLCache, FakeClock
-from caches.emergency import EmergencyClearResult, clear_emergency_caches
+from caches.memory.emergency import EmergencyClearResult, clear_emergency_caches
 from caches.registry import EmergencyPolicy
 
 MIB = 1024 * 1024

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from caches.core import BoundedTTLCache, FakeClock
-from caches.emergency import (
+from caches.memory.emergency import (
     HANDLER_NAME,
     clear_emergency_caches,
     install_emergency_handler,
 )
-from caches.memory_guard import MemoryGuard, MemoryState
+from caches.memory.guard import MemoryGuard, MemoryState
 from caches.registry import EmergencyPolicy
 from metrics.logger import BackgroundMetricWriter
 from metrics.models import MetricSample

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from caches.core import BoundedTTLCache, FakeClock
+from caches.memory.readers import HostMemorySampler
 from caches.registry import EmergencyPolicy
 from metrics.logger import BackgroundMetricWriter, CacheMetricsLogger, LoopLagMonitor
 from metrics.models import MetricSample
 from metrics.repository import MetricSampleRepository
-from metrics.sampling import HostMemorySampler
 from metrics.snapshot import build_cache_sizes_snapshot
 
 HOST = Path(__file__).parent.parent / "memory" / "fixtures" / "hosts" / "normal"
@@ -245,7 +245,7 @@ def test_samples_land_as_metric_sample_rows(user_cache: BoundedTTLCache):
 async def test_snapshot_reports_caches_discord_memory_and_lag(
     client: Any, sim: Any, user_cache: BoundedTTLCache
 ):
-    from caches.memory_guard import MemoryGuard
+    from caches.memory.guard import MemoryGuard
 
     guard = MemoryGuard(
         limit_bytes=8 * 1024**3,

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from django.db import connection, connections
 
-from caches.layers._database import database_calls
+from caches.database import database_calls
 from caches.layers.short_term_memory import short_term_memory_store
 from tests.support.faults import TcpProxy
 

@@ -9,9 +9,8 @@ from django.db import Error as DjangoDatabaseError
 from django.db import connection
 
 from caches.core import FakeClock
+from caches.database import DatabaseUnavailable, database_calls, run_db
 from caches.layers import short_term_memory as stm
-from caches.layers._database import DatabaseUnavailable, database_calls
-from caches.layers._support import run_db
 from tests.layers2.stm_helpers import message
 from tests.support.faults import TcpProxy, until
 from tomori.models import ShortTermMemoryRecord

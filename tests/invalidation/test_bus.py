@@ -12,7 +12,8 @@ import redis
 
 from caches import bus
 from caches.bus import Bus
-from caches.bus.messages import (
+from caches.bus.stats import LagWindow
+from caches.messages import (
     COMMAND,
     INVALIDATE,
     REPLY_PREFIX,
@@ -22,7 +23,6 @@ from caches.bus.messages import (
     events_from_json,
     events_to_json,
 )
-from caches.bus.stats import LagWindow
 
 WAIT = 10.0
 

@@ -15,7 +15,7 @@ from caches.media import (
     image_work_gate,
     image_work_slot,
 )
-from caches.memory_guard import (
+from caches.memory.guard import (
     MemoryGuard,
     MemoryState,
     add_state_listener,

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from caches import memory_guard
-from caches.media import MIB
-from caches.memory_guard import (
+from caches.memory import MIB
+from caches.memory import guard as memory_guard
+from caches.memory.guard import (
     MemoryGuard,
     MemoryState,
     current_state,
@@ -229,7 +229,7 @@ def test_logs_only_on_state_changes(
     fake_clock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="caches.memory_guard")
+    caplog.set_level(logging.INFO, logger="caches.memory.guard")
     for mb in (100, 100, 850, 850, 860, 950):
         rss.set_mb(mb)
         guard.check()

@@ -11,13 +11,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from caches.emergency import clear_emergency_caches
-from caches.memory_guard import MemoryGuard
+from caches.memory.emergency import clear_emergency_caches
+from caches.memory.guard import MemoryGuard
+from caches.memory.readers import HostMemorySampler
 from caches.registry import registry
 from metrics.logger import BackgroundMetricWriter, CacheMetricsLogger, default_writer
 from metrics.models import MetricSample
 from metrics.repository import MetricSampleRepository
-from metrics.sampling import HostMemorySampler
 from tests.metrics.scraping import (
     DASHBOARD,
     POSTGRES_UID,

@@ -13,8 +13,8 @@ import pytest
 
 from caches import bus
 from caches.core import BoundedTTLCache, FakeClock
-from caches.emergency import clear_emergency_caches
-from caches.memory_guard import MemoryGuard
+from caches.memory.emergency import clear_emergency_caches
+from caches.memory.guard import MemoryGuard
 from caches.registry import EmergencyPolicy, registry
 from metrics.prometheus.buckets import BucketCounts, TurnTimings
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app

@@ -48,18 +48,20 @@ from caches.catalogs.service import (
     store_snapshot,
 )
 from caches.consistency import ConsistencyWatcher
+from caches.core.loop import on_loop_thread, run_on_loop
+from caches.core.periodic import run_periodically, wait_or_stop
+from caches.database import database_calls
 from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
-from caches.emergency import install_emergency_handler
-from caches.layers._database import database_calls
-from caches.media import apply_libvips_settings
-from caches.memory_guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.memory.emergency import install_emergency_handler
+from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
+from caches.memory.vips import apply_libvips_settings
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
-from metrics.sampling import HostMemorySampler, detect_memory_limit_bytes
 from tomori.bot.lock import ShardLock, lock_names
 from tomori.knobs import knobs
 
@@ -149,6 +151,7 @@ class BotWorker:
             bound_seconds=knobs().INVALIDATION_STALENESS_BOUND_SECONDS,
         )
         self.context: WorkerContext | None = None
+        self._publishing: set[asyncio.Task[None]] = set()  # held until done
         self.admin_port: int | None = None
         self.observability: WorkerObservability | None = None
         self._lock = ShardLock(lock_names(options.shard_ids), owner=self.worker_id)
@@ -368,8 +371,7 @@ class BotWorker:
             if not verdict.serving:
                 await self._lose_lock(verdict.reason)
                 return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), verdict.next_in)
+            await wait_or_stop(self.stop_event, verdict.next_in)
 
     async def _lose_lock(self, reason: str) -> None:
         # Another gateway session may serve the shard now: close ours first.
@@ -387,8 +389,7 @@ class BotWorker:
         delay = self._lock.connect_at - self._lock.clock()
         if delay > 0 and not self.stop_event.is_set():
             logger.info("connecting in %.1fs, once any previous holder has left", delay)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), delay)
+            await wait_or_stop(self.stop_event, delay)
         return not self.stop_event.is_set()
 
     async def _publish_async(self) -> None:
@@ -403,12 +404,12 @@ class BotWorker:
         loop = self.context.loop if self.context is not None else None
         if loop is None or not loop.is_running():
             return
-        future = asyncio.run_coroutine_threadsafe(self._publish_async(), loop)
-        with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is loop:
-                return  # on the loop itself: it runs as soon as we yield
+        if on_loop_thread(loop):  # it runs as soon as we yield
+            self._publishing.add(task := loop.create_task(self._publish_async()))
+            task.add_done_callback(self._publishing.discard)
+            return
         try:
-            future.result(timeout=5)
+            run_on_loop(loop, self._publish_async, timeout=5)
         except Exception:  # noqa: BLE001 (the command's reply matters more)
             logger.exception("could not republish the live snapshot")
 
@@ -444,7 +445,7 @@ class BotWorker:
     async def _log_in(self) -> None:
         from tomori.bot.client import build_client, skip_identify_wait
         from tomori.bot.pipeline import MessagePipeline
-        from tomori.bot.responder import ReplyingResponder
+        from tomori.bot.pipeline.responder import ReplyingResponder
 
         if self.options.simulate:
             await self._start_simulator()
@@ -506,16 +507,13 @@ class BotWorker:
         *,
         first_after: bool = False,
     ) -> None:
-        if first_after:  # the first run after one interval, not at once
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), seconds)
-        while not self.stop_event.is_set():
-            try:
-                await job()
-            except Exception:  # noqa: BLE001 (one failed tick must not end the timer)
-                logger.exception("periodic job %s failed", job.__name__)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), seconds)
+        await run_periodically(
+            job,
+            every=seconds,
+            stop=self.stop_event,
+            name=f"job {job.__name__}",
+            first_after=first_after,
+        )
 
     async def _wait_until_done(self) -> None:
         if self.options.duration is None:

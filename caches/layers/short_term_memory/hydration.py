@@ -10,14 +10,13 @@ Queued (not yet applied) durable writes are laid over what the table said.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING, BoundedTTLCache, Flight, SingleFlight
 from caches.layers._support import run_db
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
@@ -56,15 +55,6 @@ def remaining_ttl(record: DurableMemory, now: datetime) -> float | None:
     return floored if floored > 0 else left
 
 
-class _Flight:
-    __slots__ = ("task", "stale", "touched")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task[None] | None = None
-        self.stale = False
-        self.touched: set[str] = set()
-
-
 class Hydrator:
     """Single-flight key and scope loads that yield to live writes."""
 
@@ -79,8 +69,8 @@ class Hydrator:
         self._writer = writer
         self._put = put
         self.wall_clock = wall_clock
-        self._keys: dict[str, _Flight] = {}
-        self._scopes: dict[Scope, _Flight] = {}
+        self._keys: SingleFlight[str, None] = SingleFlight("stm-hydrate")
+        self._scopes: SingleFlight[Scope, None] = SingleFlight("stm-hydrate")
         self.key_loads = 0
         self.scope_loads = 0
 
@@ -91,19 +81,20 @@ class Hydrator:
 
     def touch(self, key: str) -> None:
         """Note a live write or clear of `key`: in-flight loads must not undo it."""
-        flight = self._keys.get(key)
+        # Marked, not detached: a caller that joins it reads the live entry.
+        flight = self._keys.flights.get(key)
         if flight is not None:
             flight.stale = True
-        for scope_flight in self._scopes.values():
-            scope_flight.touched.add(key)
+        for scope_flight in self._scopes.flights.values():
+            scope_flight.touch(key)
 
     def touch_where(self, predicate: Callable[[str], bool]) -> None:
         """Note a clear of every key matching `predicate` (and of unseen ones)."""
-        for key, flight in self._keys.items():
+        for key, flight in self._keys.flights.items():
             if predicate(key):
                 flight.stale = True
-        for flight in self._scopes.values():
-            flight.stale = True
+        for scope_flight in self._scopes.flights.values():
+            scope_flight.stale = True
 
     def touch_all(self) -> None:
         """Note a clear of the whole cache."""
@@ -116,41 +107,11 @@ class Hydrator:
         value = self._cache.get(key)
         if value is not MISSING:
             return value
-        flight = self._keys.get(key)
-        if flight is None:
-            flight = self._start(self._keys, key, self._load_key)
-        await asyncio.shield(flight.task)  # type: ignore[arg-type]
+        await self._keys.run(key, lambda flight: self._load_key(key, flight))
         value = self._cache.peek(key)
         return None if value is MISSING else value
 
-    def _start(
-        self,
-        flights: dict,  # type: ignore[type-arg]
-        name: object,
-        load: Callable[[object, _Flight], Awaitable[None]],
-    ) -> _Flight:
-        flight = _Flight()
-        flights[name] = flight
-        flight.task = asyncio.get_running_loop().create_task(
-            self._run(flights, name, flight, load), name=f"stm-hydrate:{name}"
-        )
-        return flight
-
-    @staticmethod
-    async def _run(
-        flights: dict,  # type: ignore[type-arg]
-        name: object,
-        flight: _Flight,
-        load: Callable[[object, _Flight], Awaitable[None]],
-    ) -> None:
-        try:
-            await load(name, flight)
-        finally:
-            if flights.get(name) is flight:
-                del flights[name]
-
-    async def _load_key(self, key: object, flight: _Flight) -> None:
-        assert isinstance(key, str)
+    async def _load_key(self, key: str, flight: Flight[None]) -> None:
         self.key_loads += 1
         record = await run_db(
             repo.get_memory_record, key, updated_since=self._window_start()
@@ -182,18 +143,14 @@ class Hydrator:
         name = (scope, owner)
         if loaded.peek(name) is not MISSING:
             return
-        flight = self._scopes.get(name)
-        if flight is None:
-            flight = self._start(self._scopes, name, self._scope_loader(loaded))
-        await asyncio.shield(flight.task)  # type: ignore[arg-type]
+        load = self._scope_loader(loaded)
+        await self._scopes.run(name, lambda flight: load(name, flight))
 
     def _scope_loader(
         self, loaded: BoundedTTLCache[Scope, bool]
-    ) -> Callable[[object, _Flight], Awaitable[None]]:
-        async def load(name: object, flight: _Flight) -> None:
-            assert isinstance(name, tuple)
-            scope: str = name[0]
-            owner: int = name[1]
+    ) -> Callable[[Scope, Flight[None]], Awaitable[None]]:
+        async def load(name: Scope, flight: Flight[None]) -> None:
+            scope, owner = name
             self.scope_loads += 1
             lister = (
                 repo.list_memory_records_for_user
@@ -204,7 +161,7 @@ class Hydrator:
             if flight.stale:
                 return  # a clear overlapped: the next listing loads again
             for record in records:
-                if record.cache_key not in flight.touched:
+                if not flight.was_touched(record.cache_key):
                     overlaid = self._writer.overlay(record.cache_key, record)
                     self._apply(record.cache_key, overlaid)
             loaded.set((scope, owner), True)

@@ -31,7 +31,6 @@ fence those without the gateway's help.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -39,6 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from caches.core.periodic import wait_or_stop
 from tomori.bot.lock.backends import (
     LockState,
     LockTiming,
@@ -130,8 +130,7 @@ class ShardLock:
                 if not waiting:
                     logger.warning("waiting for the shard lock: %s", exc)
                     waiting = True
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.timing.retry_every)
+            await wait_or_stop(stop, self.timing.retry_every)
         return False
 
     def renew(self) -> list[Renewal]:

@@ -5,7 +5,7 @@ pipeline.attach(client)           # the bot's user and discord.py's message cach
 turn = await pipeline.handle(message)   # a ResolvedTurn, or None when skipped
 
 Generating a reply is out of scope: each turn ends in a pluggable responder
-(`tomori.bot.responder`).
+(`tomori.bot.pipeline.responder`).
 """
 
 from tomori.bot.pipeline.core import MessagePipeline, PipelineCounters

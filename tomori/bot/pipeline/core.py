@@ -7,7 +7,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from caches.catalogs import CatalogSet
 from caches.db_outage import DB_ERRORS, database_failed, failing_layer
@@ -36,13 +36,11 @@ from tomori.bot.pipeline.resolve import (
     spotlight_persona_id,
     user_and_privacy,
 )
+from tomori.bot.pipeline.responder import RecordingResponder, Responder
 from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn
 from tomori.bot.pipeline.waiting import CountWaiters
 from tomori.knobs import knobs
 from tomori.repositories.channels import WhitelistDecision
-
-if TYPE_CHECKING:
-    from tomori.bot.responder import Responder
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +89,6 @@ class MessagePipeline:
         capture_short_term_memory: bool = True,
     ) -> None:
         if responder is None:
-            # Imported here: the responder module imports this package's turn.
-            from tomori.bot.responder import RecordingResponder
-
             responder = RecordingResponder()
         self.responder: Responder = responder
         self.catalogs = catalogs

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from caches.core import MISSING
-from caches.layers._support import run_db
+from caches.database import run_db
 from caches.registry import registry
 from tomori.repositories import servers as servers_repo
 

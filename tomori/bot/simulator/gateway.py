@@ -8,17 +8,15 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import WSMsgType, web
 
 from tomori.bot.simulator.event_payloads import guild_create_payload, ready_payload
 from tomori.bot.simulator.intents import GUILD_PRESENCES
 from tomori.bot.simulator.payloads import Payload, member_payload, presence_payload
-from tomori.bot.simulator.world import SimGuild, SimMember
-
-if TYPE_CHECKING:
-    from tomori.bot.simulator.hub import GatewayHub
+from tomori.bot.simulator.records import SimStats
+from tomori.bot.simulator.world import SimGuild, SimMember, World
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +66,37 @@ class Session:
         return self.connection is not None and not self.connection.closed
 
 
+class Hub(Protocol):
+    """What a connection uses of its hub (``tomori.bot.simulator.hub.GatewayHub``)."""
+
+    world: World
+    stats: SimStats
+    sessions: dict[str, Session]
+    voice_requests: list[dict[str, Any]]
+    heartbeat_interval_ms: int
+    heartbeat_ack_delay: float
+
+    @property
+    def gateway_url(self) -> str:
+        """Return the URL discord.py resumes on."""
+
+    def open_session(self, identify: dict[str, Any]) -> Session:
+        """Return a new session for an IDENTIFY payload."""
+
+    def route(self, guild_id: int, session: Session) -> None:
+        """Send the guild's events to ``session``."""
+
+    async def on_identified(self, session: Session) -> None:
+        """Note that ``session`` has identified."""
+
+    def on_bot_presence(self, data: dict[str, Any] | None) -> None:
+        """Record the bot's presence update."""
+
+
 class GatewayConnection:
     """One websocket: HELLO, heartbeats, IDENTIFY/RESUME and member requests."""
 
-    def __init__(self, hub: GatewayHub, ws: web.WebSocketResponse):
+    def __init__(self, hub: Hub, ws: web.WebSocketResponse):
         self.hub = hub
         self.ws = ws
         self.session: Session | None = None

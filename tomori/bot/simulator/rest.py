@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -19,11 +19,10 @@ from tomori.bot.simulator.payloads import (
     user_payload,
     webhook_payload,
 )
-from tomori.bot.simulator.records import SentMessage, UnknownRoute
-from tomori.bot.simulator.world import SimGuild, SimUser, SimWebhook
-
-if TYPE_CHECKING:
-    from tomori.bot.simulator.server import SimulatedDiscord
+from tomori.bot.simulator.records import SentMessage, SimStats, UnknownRoute
+from tomori.bot.simulator.scenario import Scenario
+from tomori.bot.simulator.snowflake import SnowflakeFactory
+from tomori.bot.simulator.world import SimGuild, SimUser, SimWebhook, World
 
 API_PREFIX = "/api/v10"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -58,10 +57,31 @@ async def read_payload(request: web.Request) -> dict[str, Any]:
     return {}
 
 
+class Simulator(Protocol):
+    """What the routes use of the simulator (``server.SimulatedDiscord``)."""
+
+    world: World
+    stats: SimStats
+    scenario: Scenario
+    ids: SnowflakeFactory
+    sent_messages: list[SentMessage]
+    unknown_routes: list[UnknownRoute]
+
+    @property
+    def gateway_url(self) -> str:
+        """Return the gateway URL discord.py connects to."""
+
+    async def echo(self, guild_id: int, message: Payload) -> None:
+        """Dispatch the bot's own posted message back, when echo is on."""
+
+    async def webhooks_update(self, guild_id: int, channel_id: int) -> bool:
+        """Dispatch WEBHOOKS_UPDATE for a channel."""
+
+
 class RestApi:
     """Route handlers answering discord.py's HTTP client for a SimulatedDiscord."""
 
-    def __init__(self, sim: SimulatedDiscord):
+    def __init__(self, sim: Simulator):
         self.sim = sim
         self.owner = SimUser(
             id=sim.world.bot_user.id - 1, username="tomori_owner", global_name="Owner"

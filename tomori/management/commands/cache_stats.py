@@ -14,10 +14,9 @@ from caches.operations import (
     WorkerView,
     database_fault,
     format_duration,
-    last_cache_sizes_sample,
     live_worker_views,
-    sample_age_note,
 )
+from metrics.charts.last_sample import last_cache_sizes_sample, sample_age_note
 from tomori.management.commands._operator import operator_errors
 
 COLUMNS = (

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from caches.media import MIB
-from metrics.sampling import read_rss_bytes
+from caches.core.periodic import run_periodically
+from caches.memory import MIB
+from caches.memory.readers import read_rss_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -213,15 +214,9 @@ async def run_memory_monitor(
     guard: MemoryGuard, *, interval_seconds: float, stop: asyncio.Event
 ) -> None:
     """Call ``guard.check()`` every interval until ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            guard.check()
-        except Exception:  # the monitor must outlive any one bad check
-            logger.exception("memory monitor: check failed")
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
-        except TimeoutError:
-            continue
+    await run_periodically(
+        guard.check, every=interval_seconds, stop=stop, name="memory monitor"
+    )
 
 
 _current_guard: MemoryGuard | None = None

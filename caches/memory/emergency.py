@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from caches.memory.readers import read_process_memory
 from caches.registry import EmergencyPolicy, RegisteredCache, registry
-from metrics.logger import emit_metric
-from metrics.sampling import read_process_memory
+from caches.telemetry import emit_metric
 from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
@@ -268,8 +268,9 @@ def install_emergency_handler(
 ) -> None:
     """Make ``guard`` run the emergency clear on entering critical.
 
-    Also gives a guard built without ``on_metric`` the two-sink ``emit_metric``,
-    so ``memory_emergency_entered`` lands as a log line and a metric_samples row.
+    Also gives a guard built without ``on_metric`` the metric sink
+    (``caches.telemetry.emit_metric``), so ``memory_emergency_entered`` lands
+    as a log line and a metric_samples row.
     """
     getter = client_getter or (lambda: None)
 

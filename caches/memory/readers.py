@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from caches.media import MIB, libvips_memory
+from caches.memory import MIB
+from caches.memory.vips import libvips_memory
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +160,80 @@ def _read_limit_file(path: Path) -> int | None:
 def _unescape(path: str) -> str:
     # mountinfo escapes space, tab, newline and backslash as \ooo octal.
     return _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), path)
+
+
+# --- the figures every view shows ---------------------------------------------------
+
+
+class GuardView(Protocol):
+    """What the figures need of a memory guard (``caches.memory.guard.MemoryGuard``)."""
+
+    limit_bytes: int
+
+    @property
+    def state(self) -> object:
+        """Return the guard's current state."""
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """Process memory against the limit in force: one reading for every view.
+
+    The dashboard snapshot and the ``cache_sizes`` row both show these, each
+    under its own field names.
+    """
+
+    process: dict[str, Any]
+    limit_bytes: int
+    limit_source: str
+    state: str | None
+
+    @property
+    def rss_mb(self) -> float | None:
+        """Return the resident set size in MiB, None when unreadable."""
+        return self.process.get("rss_mb")
+
+    @property
+    def limit_mb(self) -> float | None:
+        """Return the limit in MiB (one decimal), None when no limit is known."""
+        return round(self.limit_bytes / MIB, 1) if self.limit_bytes else None
+
+    @property
+    def percent(self) -> float | None:
+        """Return RSS as a percentage of the limit, None when either is unknown."""
+        rss_mb = self.rss_mb
+        if not self.limit_bytes or rss_mb is None:
+            return None
+        return round(100 * rss_mb * MIB / self.limit_bytes, 1)
+
+
+def read_memory_figures(
+    *, configured_mb: int | None, guard: GuardView | None = None
+) -> MemoryFigures:
+    """Read process memory now, against the guard's limit or the detected one.
+
+    The source is "guard" when a guard runs with a limit of its own, else where
+    the detected limit came from ("configured", "cgroup_v1"/"cgroup_v2",
+    "host_total": no container limit, the host's memory stands in, "unknown").
+    """
+    limit_bytes, source = detected_memory_limit(configured_mb)
+    state = None
+    if guard is not None:
+        if guard.limit_bytes != limit_bytes:
+            limit_bytes, source = guard.limit_bytes, "guard"
+        state = str(guard.state)
+    return MemoryFigures(
+        process=read_process_memory(),
+        limit_bytes=limit_bytes,
+        limit_source=source,
+        state=state,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def detected_memory_limit(configured_mb: int | None) -> tuple[int, str]:
+    """Return ``detect_memory_limit_bytes`` once per setting (it cannot change)."""
+    return detect_memory_limit_bytes(configured_mb=configured_mb)
 
 
 # --- host memory ----------------------------------------------------------------

@@ -137,3 +137,13 @@ _calls = DatabaseCalls()
 def database_calls() -> DatabaseCalls:
     """Return this process's database call guard (its breaker, its counters)."""
     return _calls
+
+
+async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a sync repository function in Django's database thread, within a deadline.
+
+    Raises `DatabaseUnavailable` (a `TimeoutError` and a `django.db.Error`)
+    when no answer comes within DB_CALL_TIMEOUT_SECONDS, or at once while the
+    breaker refuses calls to a hung database.
+    """
+    return await database_calls().run(fn, *args, **kwargs)

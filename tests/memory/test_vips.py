@@ -10,8 +10,8 @@ import pytest
 
 pyvips = pytest.importorskip("pyvips")
 
-from caches import media  # noqa: E402
-from caches.media import (  # noqa: E402
+from caches.memory import vips  # noqa: E402
+from caches.memory.vips import (  # noqa: E402
     apply_libvips_settings,
     libvips_memory,
     read_libvips_settings,
@@ -54,7 +54,7 @@ def test_negative_setting_is_rejected() -> None:
 
 
 def test_settings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="caches.media")
+    caplog.set_level("INFO", logger="caches.memory.vips")
     apply_libvips_settings(
         concurrency=1, cache_memory_mb=16, cache_items=50, cache_files=0
     )
@@ -107,12 +107,12 @@ def test_memory_is_empty_when_pyvips_is_not_loaded(
 def test_memory_is_empty_when_library_cannot_be_found(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(media, "_loaded_libvips_paths", lambda: [])
-    media._tracked_functions.cache_clear()
+    monkeypatch.setattr(vips, "_loaded_libvips_paths", lambda: [])
+    vips._tracked_functions.cache_clear()
     try:
         assert libvips_memory() == {}
     finally:
-        media._tracked_functions.cache_clear()
+        vips._tracked_functions.cache_clear()
 
 
 def test_library_paths_come_from_the_process_maps(tmp_path: Path) -> None:
@@ -124,6 +124,6 @@ def test_library_paths_come_from_the_process_maps(tmp_path: Path) -> None:
         "7f03-7f04 rw-p 00000000 00:00 0 \n"
         "7f04-7f05 r-xp 00000000 fe:00 3 /usr/lib/libglib-2.0.so.0\n"
     )
-    assert media._loaded_libvips_paths(str(maps)) == [
+    assert vips._loaded_libvips_paths(str(maps)) == [
         "/venv/pyvips_binary.libs/libvips-e4.so.42"
     ]

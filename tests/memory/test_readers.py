@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from caches.media import MIB
-from metrics.sampling import (
+from caches.memory import MIB
+from caches.memory.readers import (
     HostMemorySampler,
     detect_memory_limit_bytes,
+    read_memory_figures,
     read_process_memory,
     read_rss_bytes,
 )
@@ -33,6 +34,33 @@ def detect_in(root: Path, configured_mb: int | None = None) -> tuple[int, str]:
 
 
 # --- RSS and process figures ----------------------------------------------------
+
+
+def test_the_figures_use_the_configured_limit_without_a_guard() -> None:
+    memory = read_memory_figures(configured_mb=4096)
+    assert memory.limit_bytes == 4096 * MIB and memory.limit_source == "configured"
+    assert memory.limit_mb == 4096.0 and memory.state is None
+    assert memory.rss_mb is not None and memory.rss_mb > 0
+    assert memory.percent == round(100 * memory.rss_mb / 4096, 1)
+
+
+def test_a_guard_with_a_limit_of_its_own_names_itself_the_source() -> None:
+    from caches.memory.guard import MemoryGuard
+
+    guard = MemoryGuard(
+        limit_bytes=8192 * MIB,
+        warning_threshold=0.8,
+        critical_threshold=0.9,
+        cooldown_seconds=0,
+    )
+    memory = read_memory_figures(configured_mb=4096, guard=guard)
+    assert (memory.limit_mb, memory.limit_source, memory.state) == (
+        8192.0,
+        "guard",
+        "safe",
+    )
+    same = read_memory_figures(configured_mb=8192, guard=guard)
+    assert same.limit_source == "configured"
 
 
 def test_rss_is_resident_pages_times_page_size(fixtures_dir: Path) -> None:
