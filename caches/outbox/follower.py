@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from caches.bus.messages import EventTuple
+from caches.messages import EventTuple
 from caches.outbox import store
 from caches.outbox.tracker import CatchUpTracker
 
