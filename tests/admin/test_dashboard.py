@@ -377,3 +377,21 @@ def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-de
     finally:
         live.withdraw_snapshot("bytes")
     assert "≈ 3.0\xa0MB" in page or "≈ 3.0 MB" in page
+
+
+def test_a_malformed_worker_snapshot_is_left_out_and_logged(  # type: ignore[no-untyped-def]
+    manager_client, worker, redis_url, caplog
+) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.set(live.key_prefix() + "broken", b'{"worker_id": 7}', px=60_000)
+        client.set(live.key_prefix() + "garbage", b"not json", px=60_000)
+        response = manager_client.get(reverse(DASHBOARD))
+    finally:
+        client.delete(live.key_prefix() + "broken", live.key_prefix() + "garbage")
+        client.close()
+    assert response.status_code == 200
+    assert [view.worker_id for view in response.context["workers"]] == ["w1"]
+    assert caplog.text.count("dropped a malformed worker snapshot") == 2
