@@ -107,19 +107,25 @@ _READERS: dict[str, Callable[[Any], Any]] = {
 
 
 def _decode_fields(
-    cls: type, data: Any, *, readers: Mapping[str, Callable[[Any], Any]] = {}
+    cls: type,
+    data: Any,
+    *,
+    readers: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> dict[str, Any]:
-    """Return `cls`'s constructor arguments read from `data`, or raise MalformedMessage."""
+    """Return `cls`'s constructor arguments read from `data`, or raise MalformedMessage.
+
+    Fields of nested messages are read by the `readers` their class passes.
+    """
     what = cls.__name__
     _check(isinstance(data, dict), data, f"a {what} object")
     values: dict[str, Any] = {}
     for f in fields(cls):
+        read = (readers or {}).get(f.name) or _READERS.get(str(f.type))
+        if read is None:  # a programming error, not a bad message
+            raise TypeError(f"{what}.{f.name}: no reader for {f.type}")
         if f.name not in data:
             if f.default is MISSING and f.default_factory is MISSING:
                 raise MalformedMessage(f"{what}: {f.name} is missing")
-            continue
-        read = readers.get(f.name) or _READERS.get(str(f.type))
-        if read is None:  # a field read by its class (nested messages)
             continue
         try:
             values[f.name] = read(data[f.name])
@@ -383,10 +389,12 @@ class ReplyMessage(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> ReplyMessage:
         """Return the reply message in `data`, or raise MalformedMessage."""
-        reply = _optional(WorkerReply.from_json)(
-            (data.get("reply") or None) if isinstance(data, dict) else None
-        )
-        return cls(**_decode_fields(cls, data), reply=reply)
+        return cls(**_decode_fields(cls, data, readers={"reply": _reply_or_none}))
+
+
+def _reply_or_none(value: Any) -> WorkerReply | None:
+    # A process without a handler sends {}.
+    return WorkerReply.from_json(value) if value else None
 
 
 BusMessage = InvalidationBatch | CommandMessage | ReplyMessage
@@ -456,7 +464,8 @@ class CacheStats:
     def from_json(cls, data: Any) -> CacheStats:
         """Return the stats in `data` (also a registry `stats()` entry), or raise."""
         values = _decode_fields(cls, data)
-        return cls(**values, extra=_extra(cls, data))
+        values["extra"] = _extra(cls, data)  # the figures beside the typed ones
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -486,7 +495,9 @@ class MemoryFigures:
     @classmethod
     def from_json(cls, data: Any) -> MemoryFigures:
         """Return the figures in `data`, or raise MalformedMessage."""
-        return cls(**_decode_fields(cls, data), extra=_extra(cls, data))
+        values = _decode_fields(cls, data)
+        values["extra"] = _extra(cls, data)  # the figures beside the typed ones
+        return cls(**values)
 
 
 def _cache_stats_map(value: Any) -> dict[str, CacheStats]:
