@@ -127,10 +127,11 @@ def describe_reply(reply: WorkerReply) -> str:
 def _describe_details(reply: WorkerReply) -> str:
     details = reply.details
     entries = f"removed {_entries(reply.removed)}"
-    if "results" in details:  # catalogs
+    if reply.op == REFRESH_CATALOGS:
+        results = details.get("results")
         parts = [
             f"{k} {'ok' if ok else 'not refreshed'}"
-            for k, ok in details["results"].items()
+            for k, ok in (results.items() if isinstance(results, Mapping) else ())
         ]
         return "catalogs: " + (", ".join(parts) or "none")
     itemised = _itemise(details.get("cleared"))
