@@ -13,6 +13,7 @@ rolling deploy understand each other.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -106,6 +107,15 @@ _READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@functools.cache
+def _field_plan(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    # (name, annotation, required) per field, worked out once per class.
+    return tuple(
+        (f.name, str(f.type), f.default is MISSING and f.default_factory is MISSING)
+        for f in fields(cls)
+    )
+
+
 def _decode_fields(
     cls: type,
     data: Any,
@@ -119,18 +129,18 @@ def _decode_fields(
     what = cls.__name__
     _check(isinstance(data, dict), data, f"a {what} object")
     values: dict[str, Any] = {}
-    for f in fields(cls):
-        read = (readers or {}).get(f.name) or _READERS.get(str(f.type))
+    for name, annotation, required in _field_plan(cls):
+        read = (readers and readers.get(name)) or _READERS.get(annotation)
         if read is None:  # a programming error, not a bad message
-            raise TypeError(f"{what}.{f.name}: no reader for {f.type}")
-        if f.name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise MalformedMessage(f"{what}: {f.name} is missing")
+            raise TypeError(f"{what}.{name}: no reader for {annotation}")
+        if name not in data:
+            if required:
+                raise MalformedMessage(f"{what}: {name} is missing")
             continue
         try:
-            values[f.name] = read(data[f.name])
+            values[name] = read(data[name])
         except MalformedMessage as exc:
-            raise MalformedMessage(f"{what}.{f.name}: {exc}") from None
+            raise MalformedMessage(f"{what}.{name}: {exc}") from None
     return values
 
 
@@ -143,12 +153,13 @@ def _plain(value: Any) -> Any:
     return to_json() if callable(to_json) else value
 
 
-def _encode_fields(message: Any, *, skip: Iterable[str] = ()) -> dict[str, Any]:
+def _encode_fields(message: object, *, skip: Iterable[str] = ()) -> dict[str, Any]:
     left_out = set(skip)
+    kind: type = type(message)
     return {
-        f.name: _plain(getattr(message, f.name))
-        for f in fields(message)
-        if f.name not in left_out
+        name: _plain(getattr(message, name))
+        for name, _, _ in _field_plan(kind)
+        if name not in left_out
     }
 
 
@@ -344,7 +355,16 @@ class InvalidationBatch(Envelope):
 
     def to_json(self) -> dict[str, Any]:
         """Return the envelope with [cache, op, [args...]] events."""
-        return {**Envelope.to_json(self), "events": events_to_json(self.events)}
+        # Spelled out: it runs once per committed write.
+        return {
+            "v": VERSION,
+            "kind": INVALIDATE,
+            "origin": self.origin,
+            "seq": self.seq,
+            "sent_at": self.sent_at,
+            "events": events_to_json(self.events),
+            "outbox": list(self.outbox),
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> InvalidationBatch:
