@@ -8,6 +8,7 @@ process) the snapshot is kept in this module.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from caches.messages import MalformedMessage, WorkerSnapshot
 from tomori.knobs import knobs
 from tomori.service_urls import describe_redis_url
 
@@ -24,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 # Empty: namespaced by the bus channel, so deployments sharing a Redis stay apart.
 KEY_PREFIX = ""
-_local: dict[str, tuple[float, dict[str, Any]]] = {}
+_local: dict[str, tuple[float, WorkerSnapshot]] = {}
 _local_lock = threading.Lock()
 _redis_client: Any = None
 
@@ -52,9 +54,9 @@ def _redis() -> Any:
     return _redis_client
 
 
-def publish_snapshot(worker_id: str, snapshot: dict[str, Any]) -> bool:
+def publish_snapshot(worker_id: str, snapshot: WorkerSnapshot) -> bool:
     """Publish one worker's snapshot; return whether it was stored. Never raises."""
-    payload = {**snapshot, "worker_id": worker_id, "published_at": time.time()}
+    payload = dataclasses.replace(snapshot, worker_id=worker_id).published()
     ttl = snapshot_ttl_seconds()
     if not settings.REDIS_URL:
         with _local_lock:
@@ -63,7 +65,7 @@ def publish_snapshot(worker_id: str, snapshot: dict[str, Any]) -> bool:
     try:
         _redis().set(
             key_prefix() + worker_id,
-            json.dumps(payload, default=str),
+            json.dumps(payload.to_json(), default=str),
             px=int(ttl * 1000),
         )
     except Exception as exc:  # noqa: BLE001 (a dashboard feed must not break the worker)
@@ -83,7 +85,7 @@ def withdraw_snapshot(worker_id: str) -> None:
             logger.warning("could not withdraw the worker snapshot: %s", exc)
 
 
-def live_snapshots() -> list[dict[str, Any]]:
+def live_snapshots() -> list[WorkerSnapshot]:
     """Return the snapshots of every live worker, sorted by worker id.
 
     Raises LiveDataUnavailable when Redis cannot be read.
@@ -94,7 +96,7 @@ def live_snapshots() -> list[dict[str, Any]]:
             for worker_id in [w for w, (exp, _) in _local.items() if exp <= now]:
                 del _local[worker_id]
             found = [snap for _, snap in _local.values()]
-        return sorted(found, key=lambda s: s["worker_id"])
+        return sorted(found, key=lambda s: s.worker_id)
     try:
         client = _redis()
         keys = sorted(client.scan_iter(match=key_prefix() + "*", count=100))
@@ -105,14 +107,15 @@ def live_snapshots() -> list[dict[str, Any]]:
     return [snap for snap in map(_decode, values) if snap is not None]
 
 
-def _decode(value: bytes | None) -> dict[str, Any] | None:
+def _decode(value: bytes | None) -> WorkerSnapshot | None:
     if value is None:
         return None
     try:
-        snapshot = json.loads(value)
-    except ValueError:
-        return None  # one corrupt key must not hide every other worker
-    return snapshot if isinstance(snapshot, dict) and "worker_id" in snapshot else None
+        return WorkerSnapshot.from_json(json.loads(value))
+    except (ValueError, MalformedMessage) as exc:
+        # One corrupt key must not hide every other worker.
+        logger.warning("dropped a malformed worker snapshot: %s", exc)
+        return None
 
 
 def reset_for_tests() -> None:

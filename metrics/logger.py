@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections, connections
 
@@ -25,6 +25,9 @@ from caches.core.periodic import Waiter, run_periodically, wait_or_stop
 from caches.memory.readers import HostMemorySampler
 from metrics.log import log_metric
 from metrics.repository import MetricSampleRepository, default_repository
+
+if TYPE_CHECKING:
+    from caches.messages import WorkerSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +241,9 @@ class CacheMetricsLogger:
     first ``startup_period_seconds``, then on the ``interval_seconds`` cadence,
     all measured by ``clock``. Nothing here awaits the database, so an outage
     costs rows, not ticks. ``wait`` is how the loop waits between ticks (tests
-    drive it).
+    drive it). ``snapshot`` returns the worker's snapshot, the one the dashboard
+    shows (default: one built from this process's registry, ``client_getter``
+    and ``guard``).
     """
 
     def __init__(
@@ -248,6 +253,7 @@ class CacheMetricsLogger:
         worker_id: str,
         client_getter: Callable[[], Any] | None = None,
         guard: Any = None,
+        snapshot: Callable[[], WorkerSnapshot] | None = None,
         repository: MetricSampleRepository | None = None,
         host_sampler: HostMemorySampler | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -268,6 +274,7 @@ class CacheMetricsLogger:
         self.worker_id = worker_id
         self._client_getter = client_getter or (lambda: None)
         self.guard = guard
+        self._snapshot = snapshot or self._own_snapshot
         self.host_sampler = host_sampler
         self._clock = clock
         self._owns_writer = writer is None and repository is not None
@@ -284,20 +291,24 @@ class CacheMetricsLogger:
         self.last_snapshot: dict[str, Any] | None = None
 
     def sample(self) -> dict[str, Any]:
-        """Take one snapshot, write it to both sinks, and write the host row."""
-        from metrics.snapshot import build_cache_sizes_snapshot
+        """Take one snapshot, write its row to both sinks, and write the host row."""
+        from metrics.snapshot import cache_sizes_row
 
         lag = None if self.lag_monitor is None else self.lag_monitor.take_peak_ms()
-        snapshot = build_cache_sizes_snapshot(
-            client=self._client_getter(),
-            guard=self.guard,
-            worker_id=self.worker_id,
-            loop_lag=lag,
-        )
-        emit_metric("cache_sizes", snapshot, writer=self.writer)
+        row = cache_sizes_row(self._snapshot(), loop_lag=lag)
+        emit_metric("cache_sizes", row, writer=self.writer)
         self._sample_host()
-        self.last_snapshot = snapshot
-        return snapshot
+        self.last_snapshot = row
+        return row
+
+    def _own_snapshot(self) -> WorkerSnapshot:
+        from caches.operations.snapshot import build_worker_snapshot
+        from caches.operations.worker import WorkerContext
+
+        context = WorkerContext(
+            worker_id=self.worker_id, client_getter=self._client_getter
+        )
+        return build_worker_snapshot(context=context, guard=self.guard)
 
     def _sample_host(self) -> None:
         if self.host_sampler is None:

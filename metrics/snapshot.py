@@ -1,14 +1,61 @@
-"""The cache_sizes snapshot: every cache's size, discord.py counts, memory, loop lag."""
+"""The cache_sizes row: a worker snapshot's sizes, discord.py counts, memory, loop lag."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from caches.memory.readers import read_memory_figures
-from tomori.knobs import knobs
+from caches.messages import WorkerSnapshot
 
-logger = logging.getLogger(__name__)
+
+def cache_sizes_row(
+    snapshot: WorkerSnapshot, *, loop_lag: float | None = None
+) -> dict[str, Any]:
+    """Return one flat, JSON-ready ``cache_sizes`` row read from ``snapshot``.
+
+    Sizes are entries currently resident, by the registry's spec names;
+    discord.py's cache counts come under ``discord_*`` when the worker has a
+    client. ``loop_lag`` is the event loop's peak lag in ms since the last sample.
+    """
+    row: dict[str, Any] = {
+        "worker_id": snapshot.worker_id,
+        "shard_ids": None if snapshot.shard_ids is None else list(snapshot.shard_ids),
+        "shard_count": snapshot.shard_count,
+    }
+    sizes = {name: stats.size for name, stats in snapshot.caches.items()}
+    row.update(sizes, cache_entries_total=sum(sizes.values()))
+    if snapshot.discord:
+        row.update(snapshot.discord, discord_entries_total=_discord_total(snapshot))
+    row.update(_memory_fields(snapshot))
+    row["loop_lag_peak_ms"] = loop_lag
+    return row
+
+
+def _discord_total(snapshot: WorkerSnapshot) -> int:
+    # Presences are a scan of members, not entries of their own.
+    counts = snapshot.discord.items()
+    return sum(value for key, value in counts if key != "discord_presences")
+
+
+def _memory_fields(snapshot: WorkerSnapshot) -> dict[str, Any]:
+    memory = snapshot.memory
+    if memory is None:
+        return {}
+    fields: dict[str, Any] = {
+        "rss_mb": memory.rss_mb,
+        "python_allocated_blocks": memory.python_allocated_blocks,
+        **memory.extra,
+    }
+    for name in ("vips_tracked_mem_mb", "vips_tracked_mem_highwater_mb"):
+        if getattr(memory, name) is not None:
+            fields[name] = getattr(memory, name)
+    if memory.state is not None:
+        fields["memory_state"] = memory.state
+    fields.update(
+        memory_limit_mb=memory.limit_mb,
+        memory_limit_source=memory.limit_source,
+        memory_percent=memory.percent,
+    )
+    return fields
 
 
 def build_cache_sizes_snapshot(
@@ -18,61 +65,14 @@ def build_cache_sizes_snapshot(
     guard: Any = None,
     loop_lag: float | None = None,
 ) -> dict[str, Any]:
-    """Return one flat, JSON-ready ``cache_sizes`` snapshot.
+    """Return the ``cache_sizes`` row of this process's registry and ``client``.
 
-    Sizes are entries currently resident, by the registry's spec names; with a
-    discord.py ``client``, its cache counts come under ``discord_*``.
-    ``loop_lag`` is the event loop's peak lag in ms since the last sample.
+    Built from the same worker snapshot the dashboard shows
+    (`caches.operations.build_worker_snapshot`).
     """
-    snapshot: dict[str, Any] = {"worker_id": worker_id, **_shard_fields(client)}
-    snapshot.update(_registry_sizes())
-    if client is not None:
-        snapshot.update(_discord_counts(client))
-    snapshot.update(_memory_fields(guard))
-    snapshot["loop_lag_peak_ms"] = loop_lag
-    return snapshot
+    from caches.operations.snapshot import build_worker_snapshot
+    from caches.operations.worker import WorkerContext
 
-
-def _registry_sizes() -> dict[str, int]:
-    from caches.registry import registry
-
-    sizes = registry.sizes()
-    return {**sizes, "cache_entries_total": sum(sizes.values())}
-
-
-def _discord_counts(client: Any) -> dict[str, int]:
-    from caches.discord_caches import count_discord_caches
-
-    try:
-        counts = count_discord_caches(client)
-    except Exception:  # a client mid-connect must not cost the whole sample
-        logger.exception("counting discord.py caches failed")
-        return {}
-    total = sum(value for key, value in counts.items() if key != "discord_presences")
-    return {**counts, "discord_entries_total": total}
-
-
-def _shard_fields(client: Any) -> dict[str, Any]:
-    if client is None:
-        return {}
-    shard_ids = getattr(client, "shard_ids", None)
-    shard_id = getattr(client, "shard_id", None)
-    if shard_ids is None and shard_id is not None:
-        shard_ids = [shard_id]
-    return {
-        "shard_ids": None if shard_ids is None else list(shard_ids),
-        "shard_count": getattr(client, "shard_count", None),
-    }
-
-
-def _memory_fields(guard: Any) -> dict[str, Any]:
-    memory = read_memory_figures(
-        configured_mb=knobs().CONTAINER_MEMORY_LIMIT_MB, guard=guard
-    )
-    fields = dict(memory.process)
-    if memory.state is not None:
-        fields["memory_state"] = memory.state
-    fields["memory_limit_mb"] = memory.limit_mb
-    fields["memory_limit_source"] = memory.limit_source
-    fields["memory_percent"] = memory.percent
-    return fields
+    context = WorkerContext(worker_id=worker_id, client=client)
+    snapshot = build_worker_snapshot(context=context, guard=guard)
+    return cache_sizes_row(snapshot, loop_lag=loop_lag)

@@ -103,9 +103,9 @@ def check_workers() -> Check:
     now = time.time()
     workers = [
         {
-            "worker_id": snap["worker_id"],
-            "shard_ids": snap.get("shard_ids"),
-            "age_s": round(now - float(snap.get("published_at") or now), 1),
+            "worker_id": snap.worker_id,
+            "shard_ids": None if snap.shard_ids is None else list(snap.shard_ids),
+            "age_s": round(now - (snap.published_at or now), 1),
         }
         for snap in snapshots
     ]

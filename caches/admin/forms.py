@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from caches.messages import AnyCommand
 from caches.operations import (
     OperationError,
     clear_cache_command,
@@ -22,7 +23,7 @@ class CommandForm(forms.Form):
     def __init__(self, *args: Any, issued_by: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.issued_by = issued_by
-        self.command: dict[str, Any] | None = None
+        self.command: AnyCommand | None = None
 
 
 class ClearCacheForm(CommandForm):

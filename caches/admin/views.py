@@ -29,6 +29,7 @@ from caches.admin.forms import (
 )
 from caches.bus import BusUnavailable
 from caches.live import snapshot_ttl_seconds
+from caches.messages import AnyCommand
 from caches.models import CacheControl
 from caches.operations import (
     DATABASE_ERRORS,
@@ -223,7 +224,7 @@ class DashboardViews:
     def _send(
         self,
         request: HttpRequest,
-        command: dict[str, Any],
+        command: AnyCommand,
         *,
         timeout: float | None = None,
         key_form: InvalidateKeyForm | None = None,

@@ -2,8 +2,8 @@
 
 With `settings.REDIS_URL` set, messages go over Redis pub/sub on
 `settings.TOMORI_BUS_CHANNEL`; without it the bus is in-process only. Each
-message is a versioned JSON envelope carrying its origin and a per-origin
-sequence number; a subscriber that (re)connects or sees a gap clears every
+message (`caches.messages`) is a versioned JSON envelope carrying its origin
+and a per-origin sequence number; a subscriber that (re)connects or sees a gap clears every
 invalidatable cache. Module functions act on this process's bus, built from
 settings on first use (`configure()` replaces it, e.g. in tests).
 """
@@ -26,7 +26,7 @@ from caches.bus.core import (
     flush_registry,
 )
 from caches.bus.errors import BusUnavailable
-from caches.messages import EventTuple
+from caches.messages import AnyCommand, EventTuple, WorkerReply
 from tomori.knobs import knobs
 
 __all__ = [
@@ -143,7 +143,7 @@ def stats() -> dict[str, Any]:
     return get_bus().snapshot()
 
 
-def send_command(command: dict[str, Any], *, timeout: float) -> list[dict[str, Any]]:
+def send_command(command: AnyCommand, *, timeout: float) -> list[WorkerReply]:
     """Send an operator command to every worker; return their replies within `timeout`.
 
     Raises BusUnavailable when Redis cannot be reached (nothing was delivered).
@@ -152,7 +152,7 @@ def send_command(command: dict[str, Any], *, timeout: float) -> list[dict[str, A
 
 
 def set_command_handler(handler: CommandHandler | None) -> None:
-    """Answer operator commands in this process with `handler(command) -> dict`."""
+    """Answer operator commands in this process with `handler(command) -> WorkerReply`."""
     get_bus().set_command_handler(handler)
 
 

@@ -13,8 +13,9 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -23,12 +24,21 @@ from caches.bus.errors import BusUnavailable
 from caches.bus.publisher import RedisPublisher, redis_client
 from caches.bus.stats import BusStats
 from caches.core.loop import run_on_loop
-from caches.messages import COMMAND, REPLY, REPLY_PREFIX, decode, encode, envelope
+from caches.messages import (
+    REPLY_PREFIX,
+    AnyCommand,
+    CommandMessage,
+    MalformedMessage,
+    ReplyMessage,
+    WorkerReply,
+    decode,
+    encode,
+)
 from tomori.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 
-CommandHandler = Callable[[dict[str, Any]], Any]
+CommandHandler = Callable[[AnyCommand], WorkerReply | Awaitable[WorkerReply]]
 
 #: Replies left unread (the sender timed out) expire after this many seconds.
 REPLY_TTL_SECONDS = 60
@@ -45,19 +55,34 @@ class HandlerRunner:
         self.handler: CommandHandler | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def run(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def run(self, command: AnyCommand, timeout: float) -> WorkerReply:
         """Run the handler on `command`; an error becomes a failed reply."""
         try:
-            result = self.handler(command) if self.handler else {}
-            if inspect.isawaitable(result):
-                result = self._await(result, timeout)
-            reply = dict(result or {})
+            reply = self._call(command, timeout)
         except Exception as exc:
             logger.exception("bus: command handler failed")
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        reply.setdefault("worker_id", self.worker_id or self.origin)
-        reply.setdefault("origin", self.origin)
-        return reply
+            reply = WorkerReply(
+                worker_id="",
+                ok=False,
+                command_id=command.id,
+                op=command.op,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        return replace(
+            reply,
+            worker_id=reply.worker_id or self.worker_id or self.origin,
+            origin=reply.origin or self.origin,
+        )
+
+    def _call(self, command: AnyCommand, timeout: float) -> WorkerReply:
+        if self.handler is None:
+            raise RuntimeError("no command handler in this process")
+        result = self.handler(command)
+        if inspect.isawaitable(result):
+            result = self._await(result, timeout)
+        if not isinstance(result, WorkerReply):
+            raise TypeError(f"the handler returned {type(result).__name__}")
+        return result
 
     def _await(self, awaitable: Any, timeout: float) -> Any:
         return run_on_loop(self.loop, lambda: awaitable, timeout=timeout)
@@ -84,18 +109,18 @@ class RedisCommands:
         self._reply_seq = 0
 
     def send(
-        self, command: dict[str, Any], *, timeout: float, listening_here: bool
-    ) -> list[dict[str, Any]]:
+        self, command: AnyCommand, *, timeout: float, listening_here: bool
+    ) -> list[WorkerReply]:
         """Publish `command`; return this process's reply and every remote one in time."""
         deadline = time.monotonic() + timeout
         self._require_redis(timeout)
         command_id = uuid.uuid4().hex
         reply_to = REPLY_PREFIX + command_id
         receivers = self._publisher.publish(
-            lambda seq: envelope(
-                COMMAND,
+            lambda seq: CommandMessage(
                 origin=self._runner.origin,
                 seq=seq,
+                sent_at=time.time(),
                 id=command_id,
                 reply_to=reply_to,
                 timeout=timeout,
@@ -138,8 +163,8 @@ class RedisCommands:
 
     def _collect(
         self, reply_to: str, expected: int, deadline: float
-    ) -> list[dict[str, Any]]:
-        replies: list[dict[str, Any]] = []
+    ) -> list[WorkerReply]:
+        replies: list[WorkerReply] = []
         for _ in range(max(expected, 0)):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -151,13 +176,12 @@ class RedisCommands:
                 break
             if item is None:
                 break
-            message = decode(item[1])
-            # A process without a handler answers too (so nobody waits for it).
-            if message and message.get("kind") == REPLY and message.get("handled"):
-                replies.append(dict(message.get("reply") or {}))
+            reply = _received_reply(item[1])
+            if reply is not None:
+                replies.append(reply)
         return replies
 
-    def submit_answer(self, message: dict[str, Any]) -> None:
+    def submit_answer(self, message: CommandMessage) -> None:
         """Answer a received command off the subscriber thread."""
         if self._executor is None:
             # Commands must not hold up the invalidations behind them.
@@ -166,31 +190,26 @@ class RedisCommands:
             )
         self._executor.submit(self._answer, message)
 
-    def _answer(self, message: dict[str, Any]) -> None:
-        reply_to = message.get("reply_to")
-        if not isinstance(reply_to, str) or not reply_to.startswith(REPLY_PREFIX):
-            return
+    def _answer(self, message: CommandMessage) -> None:
         handled = self._runner.handler is not None
-        command = dict(message.get("command") or {})
-        timeout = float(message.get("timeout") or 5.0)
-        sent_at = float(message.get("sent_at") or time.time())
-        if time.time() > sent_at + timeout:
+        timeout = message.timeout or 5.0
+        if time.time() > message.sent_at + timeout:
             # Published late (Redis was down) or delivered late: its sender has
             # stopped waiting, so running it now would surprise everyone.
             logger.warning("bus: dropped an operator command older than its timeout")
             self._stats.incr("commands_expired")
             return
-        reply = self._runner.run(command, timeout) if handled else {}
+        reply = self._runner.run(message.command, timeout) if handled else None
         self._reply_seq += 1
-        body = envelope(
-            REPLY,
+        body = ReplyMessage(
             origin=self._runner.origin,
             seq=self._reply_seq,
-            id=message.get("id"),
+            sent_at=time.time(),
+            id=message.id,
             handled=handled,
             reply=reply,
         )
-        self._push(reply_to, encode(body))
+        self._push(message.reply_to, encode(body))
         self._stats.incr("commands_handled")
 
     def _push(self, reply_to: str, data: str) -> None:
@@ -220,3 +239,16 @@ class RedisCommands:
         for client in (self._client, self._probe):
             if client is not None:
                 client.close()
+
+
+def _received_reply(data: bytes | str) -> WorkerReply | None:
+    """Return the worker reply in `data`; None for a process without a handler."""
+    try:
+        message = decode(data)
+    except MalformedMessage as exc:
+        logger.warning("bus: dropped a malformed command reply: %s", exc)
+        return None
+    # A process without a handler answers too (so nobody waits for it).
+    if isinstance(message, ReplyMessage) and message.handled:
+        return message.reply
+    return None

@@ -22,13 +22,13 @@ from caches.bus.stats import BusStats
 from caches.bus.subscriber import RedisSubscriber
 from caches.core.loop import call_on_loop
 from caches.messages import (
-    COMMAND,
-    INVALIDATE,
+    AnyCommand,
+    CommandMessage,
     EventTuple,
+    InvalidationBatch,
+    MalformedMessage,
+    WorkerReply,
     decode,
-    envelope,
-    events_from_json,
-    events_to_json,
 )
 
 if TYPE_CHECKING:
@@ -173,13 +173,12 @@ class Bus:
         self._deliver(events, sent, measure=self._publisher is None)
         if self._publisher is not None:
             self._publisher.publish_later(
-                lambda seq: envelope(
-                    INVALIDATE,
+                lambda seq: InvalidationBatch(
                     origin=self.origin,
                     seq=seq,
                     sent_at=sent,
-                    events=events_to_json(events),
-                    outbox=ids,
+                    events=tuple(events),
+                    outbox=tuple(ids),
                 )
             )
 
@@ -200,12 +199,10 @@ class Bus:
             self._apply(events)
         except Exception:
             logger.exception("bus: applying %d event(s) failed", len(events))
-        lag = time.time() - sent_at
-        # Logged before it is counted: whoever waits for the count sees the line.
-        if origin:
+        if origin:  # logged before it counts: a waiter on the count sees the line
             log_applied(events, origin)
         if measure:
-            self.stats.applied(lag)
+            self.stats.applied(time.time() - sent_at)
 
     def _call_on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         # Caches belong to the event-loop thread; hop there when there is one.
@@ -323,24 +320,29 @@ class Bus:
 
     def _on_message(self, data: Any) -> None:
         self.stats.incr("received")
-        message = decode(data)
-        if message is None:
+        try:
+            message = decode(data)
+        except MalformedMessage as exc:
+            # Dropped, not applied: if it was an invalidation, the sequence gap
+            # it leaves sends this process to the outbox.
             self.stats.incr("rejected")
+            logger.warning("bus: dropped a malformed message: %s", exc)
             return
-        if message["origin"] == self.origin:
+        if message.origin == self.origin:
             self.stats.incr("own_skipped")
             return
-        if message["kind"] == COMMAND and self._commands is not None:
+        if isinstance(message, CommandMessage) and self._commands is not None:
             self._commands.submit_answer(message)
-        if message["kind"] != INVALIDATE:
-            return
-        if not self._in_sequence(message["origin"], message["seq"]):
+        if isinstance(message, InvalidationBatch):
+            self._on_batch(message)
+
+    def _on_batch(self, batch: InvalidationBatch) -> None:
+        if not self._in_sequence(batch.origin, batch.seq):
             return
         if self._follower is not None:
-            self._follower.note_applied(message.get("outbox"))
-        events = events_from_json(message.get("events"))
+            self._follower.note_applied(list(batch.outbox))
         self._deliver(
-            events, float(message["sent_at"]), measure=True, origin=message["origin"]
+            list(batch.events), batch.sent_at, measure=True, origin=batch.origin
         )
 
     def _in_sequence(self, origin: str, seq: int) -> bool:
@@ -372,12 +374,10 @@ class Bus:
     # ------------------------------------------------------------ commands
 
     def set_command_handler(self, handler: CommandHandler | None) -> None:
-        """Run `handler(command) -> dict` (sync, or returning an awaitable) for commands."""
+        """Run `handler(command) -> WorkerReply` (or an awaitable of one) for commands."""
         self._runner.handler = handler
 
-    def send_command(
-        self, command: dict[str, Any], *, timeout: float
-    ) -> list[dict[str, Any]]:
+    def send_command(self, command: AnyCommand, *, timeout: float) -> list[WorkerReply]:
         """Send `command` to every worker; return the replies that came before `timeout`.
 
         This process's own handler, if any, answers too. Processes without a

@@ -17,14 +17,13 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from caches.bus.stats import BusStats
-from caches.messages import encode
+from caches.messages import BusMessage, encode
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class RedisPublisher:
         self._closed = threading.Event()
         self._sender: threading.Thread | None = None
 
-    def publish_later(self, build: Callable[[int], dict[str, Any]]) -> None:
+    def publish_later(self, build: Callable[[int], BusMessage]) -> None:
         """Queue the message `build(seq)` for the sender thread; never blocks on Redis."""
         with self._lock:
             self._seq += 1
@@ -79,7 +78,7 @@ class RedisPublisher:
                 self._start_sender()
         self._wake.set()
 
-    def publish(self, build: Callable[[int], dict[str, Any]]) -> int | None:
+    def publish(self, build: Callable[[int], BusMessage]) -> int | None:
         """Publish `build(0)` now; return its receivers, or None when Redis failed."""
         try:
             receivers = self.client.publish(self.channel, encode(build(0)))

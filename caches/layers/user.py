@@ -2,7 +2,8 @@
 
 One map holds two kinds of entry: `user_disc_id -> UserRecord | None` (the
 row; None is a negative entry for an unknown user) and
-`(user_disc_id, server_disc_id) -> bool` (the blacklist sub-entries). Keeping
+`(server_disc_id, user_disc_id) -> bool` (the blacklist sub-entries, keyed
+in the order the blacklist operation and its invalidation event take). Keeping
 them apart means refreshing or invalidating a row keeps the blacklist answers,
 and a blacklist change touches one sub-entry.
 
@@ -39,25 +40,25 @@ NAME = "user"
 
 
 def _blacklist_user(key: object) -> tuple[int, ...]:
-    return (key[0],) if isinstance(key, tuple) else ()
+    return (key[1],) if isinstance(key, tuple) else ()
 
 
 def _blacklist_server(key: object) -> tuple[int, ...]:
-    return (key[1],) if isinstance(key, tuple) else ()
+    return (key[0],) if isinstance(key, tuple) else ()
 
 
 _cache = new_cache(
     NAME,
     cap_setting="USER_CACHE_MAX_ENTRIES",
     ttl=minutes_setting("USER_CACHE_TTL_MINUTES"),
-    # Blacklist answers are keyed (user, server); user rows by the bare id.
+    # Blacklist answers are keyed (server, user); user rows by the bare id.
     scopes={"blacklist_user": _blacklist_user, "blacklist_server": _blacklist_server},
 )
 
 
 def blacklist_cache_key(server_disc_id: int, user_disc_id: int) -> tuple[int, int]:
     """Return the sub-entry key of a user's blacklist answer in one server."""
-    return (user_disc_id, server_disc_id)
+    return (server_disc_id, user_disc_id)
 
 
 async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
@@ -85,7 +86,7 @@ async def get_cached_privacy_level(user_disc_id: int) -> int:
 
 async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) -> bool:
     """Tell whether the user is blacklisted in the server; True if the database fails."""
-    key = (user_disc_id, server_disc_id)  # blacklist_cache_key, inlined
+    key = (server_disc_id, user_disc_id)  # blacklist_cache_key, inlined
     listed = cached(_cache, key)
     if listed is not MISSING:
         return listed  # type: ignore[no-any-return]
@@ -122,16 +123,16 @@ def invalidate_server_blacklist_cache(server_disc_id: int) -> int:
 
 
 def parse_user_key(text: str) -> Hashable:
-    """Parse "user_disc_id" (the row) or "user_disc_id:server_disc_id" (a blacklist answer)."""
-    user, sep, server = text.strip().partition(":")
+    """Parse "user_disc_id" (the row) or "server_disc_id:user_disc_id" (a blacklist answer)."""
+    first, sep, second = text.strip().partition(":")
     if not sep:
-        return parse_int(user)
-    return (parse_int(user), parse_int(server))
+        return parse_int(first)
+    return blacklist_cache_key(parse_int(first), parse_int(second))
 
 
 async def _reload(key: int | tuple[int, int]) -> Any:
     if isinstance(key, tuple):
-        user_disc_id, server_disc_id = key
+        server_disc_id, user_disc_id = key
         return await run_db(
             users_repo.is_user_blacklisted,
             server_disc_id=server_disc_id,
@@ -145,7 +146,7 @@ registry.register(
     _cache,
     policy=EmergencyPolicy.CLEAR,
     description="User rows (privacy level) and per-server blacklist answers.",
-    key_help="user_disc_id for the row, or user_disc_id:server_disc_id for a blacklist answer",
+    key_help="user_disc_id for the row, or server_disc_id:user_disc_id for a blacklist answer",
     parse_key=parse_user_key,
     reload=_reload,
     ops={

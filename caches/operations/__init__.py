@@ -14,60 +14,13 @@ client or client_getter, catalogs, loop)`, registers
 `build_worker_snapshot(...)` every few seconds, and after each command,
 through `caches.live.publish_snapshot`.
 
-Command (a JSON-ready dict; `id` is a fresh uuid4 hex, `issued_at` Unix time)::
-
-    {"id": str, "op": "clear_cache", "cache": str, "issued_by": str, "issued_at": float}
-    {"id", "op": "invalidate_key", "cache": str, "key": str (as typed), "issued_by", "issued_at"}
-    {"id", "op": "clear_all", "issued_by", "issued_at"}           # clearable caches
-    {"id", "op": "emergency_clear", "include_short_term_memory": bool, "issued_by", "issued_at"}
-    {"id", "op": "refresh_catalogs", "fresh": bool, "issued_by", "issued_at"}
-
-Reply (one per worker)::
-
-    {"command_id": str, "op": str, "worker_id": str, "shard_ids": list[int] | None,
-     "ok": bool, "error": str | None, "removed": int, "duration_ms": float,
-     "details": {...}}        # the bus adds "origin"; a handler that raised
-                              # becomes {"ok": False, "error": ..., "worker_id"}
-
-`details` per op: clear_cache {"cache", "removed"}; invalidate_key {"cache",
-"key", "removed"}; clear_all {"cleared": {cache: removed}} over the clearable
-caches (policy "clear", `is_clearable`: the same set as each cache's clear
-button and the emergency clear); emergency_clear
-`EmergencyClearResult.as_dict()` (total_cleared, cleared, discord_cleared,
-preserved, memory before/after ...); refresh_catalogs {"results": {catalog:
-refreshed?}, "sizes": {catalog: models}, "fresh": bool}. A worker without the
-named cache replies ok=False, error "unknown cache ... on this worker".
-
-Live worker snapshot (`caches.live.publish_snapshot(worker_id, snapshot)`)::
-
-    {
-      "worker_id": str,
-      "shard_ids": list[int] | None,
-      "published_at": float,            # Unix time (publish_snapshot sets it)
-      "started_at": float,              # Unix time the worker started
-      "caches": {name: {                # registry.stats()
-          "size": int, "cap": int | None, "ttl": float | None (seconds),
-          "hits", "misses", "loads", "load_failures", "evictions",
-          "expirations", "invalidations": int,
-          "last_invalidation": float | None (Unix time),
-          "policy": "clear" | "preserve" | "expired_only",
-          "description": str, "invalidatable": bool, ...}},
-      "discord": {"discord_guilds", "discord_users", "discord_members",
-                  "discord_presences", "discord_channels", "discord_threads",
-                  "discord_emojis", "discord_stickers", "discord_messages",
-                  "discord_voice_states": int},   # {} without a client
-      "memory": {"rss_mb": float, "limit_mb": float | None, "percent": float | None,
-                 "limit_source": "configured" | "cgroup_v1" | "cgroup_v2" |
-                                 "host_total" | "guard" | "unknown",
-                 "state": "safe" | "warning" | "critical" | None,
-                 "python_allocated_blocks": int,
-                 "vips_tracked_mem_mb", "vips_tracked_mem_highwater_mb", ...},
-      "bus": {"mode": "redis" | "local", "connected": bool,
-              "lag_p50_ms": float | None, "lag_p99_ms": float | None,
-              "flushes": int, "commands_run": int (operator commands this
-              worker ran, over Redis or in-process), ...},
-      "catalogs": {name: CatalogRefresher.status()},   # {} without catalogs
-    }
+Commands, replies and the live worker snapshot are the frozen dataclasses of
+`caches.messages` (`ClearCache`, `InvalidateKey`, `ClearAll`,
+`EmergencyClear`, `RefreshCatalogs`; `WorkerReply`; `WorkerSnapshot`), which
+also hold their JSON form: read the shapes there. A worker without the named
+cache replies ok=False, error "unknown cache ... on this worker". The same
+snapshot feeds the dashboard and the metrics logger's `cache_sizes` row
+(`metrics.snapshot.cache_sizes_row`).
 """
 
 from caches.operations.commands import (
@@ -86,6 +39,7 @@ from caches.operations.commands import (
     clear_all_command,
     clear_cache_command,
     describe_command,
+    describe_reply,
     emergency_clear_command,
     ensure_layers_loaded,
     invalidate_key_command,
@@ -140,6 +94,7 @@ __all__ = [
     "clear_cache_command",
     "database_fault",
     "describe_command",
+    "describe_reply",
     "emergency_clear_command",
     "emergency_plan",
     "ensure_layers_loaded",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from caches.live import LiveDataUnavailable, live_snapshots
@@ -50,7 +49,7 @@ def _known_policies() -> tuple[dict[str, str], str | None]:
     except LiveDataUnavailable as exc:
         return policies, str(exc)
     for snapshot in snapshots:
-        for name, stats in (snapshot.get("caches") or {}).items():
-            if isinstance(stats, Mapping) and stats.get("policy"):
-                policies[name] = str(stats["policy"])
+        for name, stats in snapshot.caches.items():
+            if stats.policy:
+                policies[name] = stats.policy
     return policies, None

@@ -1,36 +1,40 @@
-"""Build the live snapshot a bot worker publishes for the dashboard (shape: see package doc)."""
+"""Build a bot worker's snapshot: the one source of the dashboard and the `cache_sizes` row."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from caches.messages import CacheStats, MalformedMessage, MemoryFigures, WorkerSnapshot
 from caches.operations.worker import WorkerContext
 from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-def _safely(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+
+def _safely(part: str, fn: Callable[[], T], default: T) -> T:
     try:
         return fn()
     except Exception:  # a snapshot missing one part beats no snapshot
         logger.exception("worker snapshot: %s unavailable", part)
-        return {}
+        return default
 
 
-def _caches(context: WorkerContext) -> dict[str, Any]:
-    stats = context.registry.stats()
-    for layer in stats.values():
-        # Served from a last good value after a failed reload (only layers that
-        # keep one have any).
-        layer.setdefault("stale_entries", 0)
-    return stats
+def _caches(context: WorkerContext) -> dict[str, CacheStats]:
+    caches = {}
+    for name, stats in context.registry.stats().items():
+        try:
+            caches[name] = CacheStats.from_json(stats)
+        except MalformedMessage as exc:  # one odd layer must not hide the others
+            logger.warning("worker snapshot: stats of %s left out: %s", name, exc)
+    return caches
 
 
-def _discord(client: Any) -> dict[str, Any]:
+def _discord(client: Any) -> dict[str, int]:
     if client is None:
         return {}
     from caches.discord_caches import count_discord_caches
@@ -38,7 +42,23 @@ def _discord(client: Any) -> dict[str, Any]:
     return dict(count_discord_caches(client))
 
 
-def _memory(guard: Any) -> dict[str, Any]:
+def _shards(context: WorkerContext) -> tuple[tuple[int, ...] | None, int | None]:
+    client = context.current_client()
+    shard_ids = context.shard_ids
+    if shard_ids is None and client is not None:
+        shard_ids = getattr(client, "shard_ids", None)
+        shard_id = getattr(client, "shard_id", None)
+        if shard_ids is None and shard_id is not None:
+            shard_ids = [shard_id]
+    count = getattr(client, "shard_count", None) if client is not None else None
+    return (None if shard_ids is None else tuple(shard_ids)), count
+
+
+def _memory(guard: Any) -> MemoryFigures:
+    return MemoryFigures.from_json(_memory_figures(guard))
+
+
+def _memory_figures(guard: Any) -> dict[str, Any]:
     from caches.memory.readers import read_memory_figures
 
     memory = read_memory_figures(
@@ -79,23 +99,22 @@ def flatten_bus_status(status: dict[str, Any] | None) -> dict[str, Any]:
 def build_worker_snapshot(
     *,
     context: WorkerContext,
-    started_at: float,
+    started_at: float | None = None,
     guard: Any = None,
     bus_status: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Return this worker's live snapshot, ready for `caches.live.publish_snapshot`."""
+) -> WorkerSnapshot:
+    """Return this worker's snapshot, for `caches.live.publish_snapshot` and metrics."""
     catalogs = context.catalogs
-    return {
-        "worker_id": context.worker_id,
-        "shard_ids": context.shard_ids,
-        "published_at": time.time(),
-        "started_at": started_at,
-        "caches": _safely("caches", lambda: _caches(context)),
-        "discord": _safely("discord", lambda: _discord(context.current_client())),
-        "memory": _safely("memory", lambda: _memory(guard)),
-        "bus": {
-            **flatten_bus_status(bus_status),
-            "commands_run": context.commands_run,
-        },
-        "catalogs": {} if catalogs is None else _safely("catalogs", catalogs.status),
-    }
+    shard_ids, shard_count = _shards(context)
+    return WorkerSnapshot(
+        worker_id=context.worker_id,
+        shard_ids=shard_ids,
+        shard_count=shard_count,
+        published_at=time.time(),
+        started_at=started_at,
+        caches=_safely("caches", lambda: _caches(context), {}),
+        discord=_safely("discord", lambda: _discord(context.current_client()), {}),
+        memory=_safely("memory", lambda: _memory(guard), None),
+        bus={**flatten_bus_status(bus_status), "commands_run": context.commands_run},
+        catalogs={} if catalogs is None else _safely("catalogs", catalogs.status, {}),
+    )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from caches.messages import CacheStats, WorkerSnapshot
 from caches.operations.faults import DATABASE_ERRORS, database_fault
 from caches.operations.worker import is_clearable
 from caches.registry import EmergencyPolicy
@@ -172,82 +173,55 @@ class WorkerView:
         }
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) else 0
-
-
-def _opt_number(value: Any) -> Any:
-    return (
-        value
-        if isinstance(value, int | float) and not isinstance(value, bool)
-        else None
-    )
-
-
 def layer_row(
-    name: str, stats: Mapping[str, Any], population: Population | None = None
+    name: str, stats: CacheStats, population: Population | None = None
 ) -> LayerRow:
-    """Return the row for one cache's stats (the registry's `stats()` shape)."""
-    cap = _opt_number(stats.get("cap"))
+    """Return the row for one cache's stats."""
     return LayerRow(
         name=name,
-        description=str(stats.get("description") or ""),
-        policy=str(stats.get("policy") or ""),
-        invalidatable=bool(stats.get("invalidatable", True)),
-        ttl=_opt_number(stats.get("ttl")),
-        cap=int(cap) if cap is not None else None,
-        size=_int(stats.get("size")),
-        hits=_int(stats.get("hits")),
-        misses=_int(stats.get("misses")),
-        loads=_int(stats.get("loads")),
-        load_failures=_int(stats.get("load_failures")),
-        evictions=_int(stats.get("evictions")),
-        expirations=_int(stats.get("expirations")),
-        invalidations=_int(stats.get("invalidations")),
-        last_invalidation=_opt_number(stats.get("last_invalidation")),
-        member_caps=_int_map(stats.get("member_caps")),
-        members=_int_map(stats.get("members")),
+        description=stats.description,
+        policy=stats.policy,
+        invalidatable=stats.invalidatable,
+        ttl=stats.ttl,
+        cap=stats.cap,
+        size=stats.size,
+        hits=stats.hits,
+        misses=stats.misses,
+        loads=stats.loads,
+        load_failures=stats.load_failures,
+        evictions=stats.evictions,
+        expirations=stats.expirations,
+        invalidations=stats.invalidations,
+        last_invalidation=stats.last_invalidation,
+        member_caps=dict(stats.member_caps),
+        members=dict(stats.members),
         population=population,
-        stale_entries=_int(stats.get("stale_entries")),
-        bytes_estimate=_opt_int(stats.get("bytes_estimate")),
+        stale_entries=stats.stale_entries,
+        bytes_estimate=stats.bytes_estimate,
     )
-
-
-def _opt_int(value: Any) -> int | None:
-    number = _opt_number(value)
-    return None if number is None else int(number)
-
-
-def _int_map(value: Any) -> dict[str, int]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): _int(v) for k, v in value.items()}
 
 
 def worker_view(
-    snapshot: Mapping[str, Any], populations: Mapping[str, Population] | None = None
+    snapshot: WorkerSnapshot, populations: Mapping[str, Population] | None = None
 ) -> WorkerView:
-    """Return the view of one live snapshot (see `caches.operations` for its shape)."""
-    caches = snapshot.get("caches") or {}
+    """Return the view of one live snapshot."""
     pops = populations or {}
-    layers = [
-        layer_row(name, stats, pops.get(name))
-        for name, stats in caches.items()
-        if isinstance(stats, Mapping)
-    ]
-    shard_ids = snapshot.get("shard_ids")
     return WorkerView(
-        worker_id=str(snapshot.get("worker_id") or "?"),
-        shard_ids=list(shard_ids) if isinstance(shard_ids, Sequence) else None,
-        published_at=_opt_number(snapshot.get("published_at")),
-        started_at=_opt_number(snapshot.get("started_at")),
-        layers=layers,
-        discord=dict(snapshot.get("discord") or {}),
-        memory=dict(snapshot.get("memory") or {}),
-        bus=dict(snapshot.get("bus") or {}),
-        catalogs=dict(snapshot.get("catalogs") or {}),
-        recent_turns=list(snapshot.get("recent_turns") or []),
-        consistency=dict(snapshot.get("consistency") or {}),
+        worker_id=snapshot.worker_id,
+        shard_ids=None if snapshot.shard_ids is None else list(snapshot.shard_ids),
+        published_at=snapshot.published_at,
+        started_at=snapshot.started_at,
+        layers=[
+            layer_row(name, stats, pops.get(name))
+            for name, stats in snapshot.caches.items()
+        ],
+        discord=dict(snapshot.discord),
+        # The templates read libvips' and the heap's figures by name too.
+        memory={} if snapshot.memory is None else snapshot.memory.to_json(),
+        bus=dict(snapshot.bus),
+        catalogs=dict(snapshot.catalogs),
+        recent_turns=list(snapshot.recent_turns),
+        consistency=dict(snapshot.consistency),
     )
 
 
@@ -264,10 +238,10 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def _populations(snapshots: list[dict[str, Any]]) -> dict[str, Population]:
+def _populations(snapshots: list[WorkerSnapshot]) -> dict[str, Population]:
     from tomori.repositories.population import cache_populations
 
-    names = sorted({name for snap in snapshots for name in (snap.get("caches") or {})})
+    names = sorted({name for snap in snapshots for name in snap.caches})
     return cache_populations(names) if snapshots else {}
 
 

@@ -6,17 +6,20 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from caches.core.loop import run_on_loop
-from caches.operations.commands import (
-    CLEAR_ALL,
-    CLEAR_CACHE,
-    EMERGENCY_CLEAR,
-    INVALIDATE_KEY,
-    REFRESH_CATALOGS,
+from caches.messages import (
+    AnyCommand,
+    ClearAll,
+    ClearCache,
+    Command,
+    EmergencyClear,
+    InvalidateKey,
+    RefreshCatalogs,
+    WorkerReply,
 )
 from caches.registry import CacheRegistry, EmergencyPolicy, registry
 
@@ -68,8 +71,8 @@ def is_clearable(policy: EmergencyPolicy | str) -> bool:
     return str(policy) == EmergencyPolicy.CLEAR.value
 
 
-def _clear_cache(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
-    name = _cache_name(command, ctx)
+def _clear_cache(command: ClearCache, ctx: WorkerContext) -> Outcome:
+    name = _cache_name(command.cache, ctx)
     policy = ctx.registry.entry(name).policy
     if not is_clearable(policy):
         # Short-term memory is conversation state and catalogs are provider
@@ -82,9 +85,9 @@ def _clear_cache(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     return removed, {"cache": name, "removed": removed}
 
 
-def _invalidate_key(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
-    name = _cache_name(command, ctx)
-    text = str(command.get("key", ""))
+def _invalidate_key(command: InvalidateKey, ctx: WorkerContext) -> Outcome:
+    name = _cache_name(command.cache, ctx)
+    text = command.key
     try:
         key = ctx.registry.parse_key(name, text)
     except ValueError as exc:
@@ -93,7 +96,7 @@ def _invalidate_key(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     return removed, {"cache": name, "key": text, "removed": removed}
 
 
-def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+def _clear_all(command: ClearAll, ctx: WorkerContext) -> Outcome:
     # Not registry.clear_invalidatable(): that is the bus's flush after a gap,
     # which also empties preserved caches such as llm.
     cleared = {
@@ -104,12 +107,12 @@ def _clear_all(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     return sum(cleared.values()), {"cleared": cleared}
 
 
-def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+def _emergency_clear(command: EmergencyClear, ctx: WorkerContext) -> Outcome:
     from caches.memory.emergency import clear_emergency_caches
 
     result = clear_emergency_caches(
         client=ctx.current_client(),
-        include_short_term_memory=command.get("include_short_term_memory"),
+        include_short_term_memory=command.include_short_term_memory,
         source="operator",
     )
     if result.skipped:
@@ -117,10 +120,10 @@ def _emergency_clear(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
     return result.total_cleared, result.as_dict()
 
 
-async def _refresh_catalogs(command: dict[str, Any], ctx: WorkerContext) -> Outcome:
+async def _refresh_catalogs(command: RefreshCatalogs, ctx: WorkerContext) -> Outcome:
     if ctx.catalogs is None:
         raise CommandFailed("this worker holds no catalogs")
-    fresh = bool(command.get("fresh"))
+    fresh = command.fresh
     results = {}
     for catalog in ctx.catalogs:
         try:
@@ -132,71 +135,67 @@ async def _refresh_catalogs(command: dict[str, Any], ctx: WorkerContext) -> Outc
     return 0, {"results": results, "sizes": sizes, "fresh": fresh}
 
 
-def _cache_name(command: dict[str, Any], ctx: WorkerContext) -> str:
-    name = str(command.get("cache", ""))
+def _cache_name(name: str, ctx: WorkerContext) -> str:
     if name not in ctx.registry:
         raise CommandFailed(f"unknown cache {name!r} on this worker")
     return name
 
 
-SYNC_HANDLERS: dict[str, Callable[[dict[str, Any], WorkerContext], Outcome]] = {
-    CLEAR_CACHE: _clear_cache,
-    INVALIDATE_KEY: _invalidate_key,
-    CLEAR_ALL: _clear_all,
-    EMERGENCY_CLEAR: _emergency_clear,
-}
-ASYNC_HANDLERS: dict[
-    str, Callable[[dict[str, Any], WorkerContext], Awaitable[Outcome]]
-] = {REFRESH_CATALOGS: _refresh_catalogs}
+async def _run(command: AnyCommand, ctx: WorkerContext) -> Outcome:
+    # One branch per command type: mypy checks that every one is handled.
+    if isinstance(command, ClearCache):
+        return _clear_cache(command, ctx)
+    if isinstance(command, InvalidateKey):
+        return _invalidate_key(command, ctx)
+    if isinstance(command, ClearAll):
+        return _clear_all(command, ctx)
+    if isinstance(command, EmergencyClear):
+        return _emergency_clear(command, ctx)
+    if isinstance(command, RefreshCatalogs):
+        return await _refresh_catalogs(command, ctx)
+    raise CommandFailed(f"unknown command {command.op!r}")
 
 
 def _reply(
-    command: dict[str, Any],
+    command: Command,
     ctx: WorkerContext,
     started: float,
     outcome: Outcome | None,
     error: str | None,
-) -> dict[str, Any]:
+) -> WorkerReply:
     removed, details = outcome if outcome is not None else (0, {})
-    return {
-        "command_id": command.get("id"),
-        "op": command.get("op"),
-        "worker_id": ctx.worker_id,
-        "shard_ids": ctx.shard_ids,
-        "ok": error is None,
-        "error": error,
-        "removed": removed,
-        "details": details,
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-    }
+    return WorkerReply(
+        command_id=command.id,
+        op=command.op,
+        worker_id=ctx.worker_id,
+        shard_ids=None if ctx.shard_ids is None else tuple(ctx.shard_ids),
+        ok=error is None,
+        error=error,
+        removed=removed,
+        details=details,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
 
 
 async def execute_command_async(
-    command: dict[str, Any], *, context: WorkerContext
-) -> dict[str, Any]:
-    """Run one operator command on the event loop; return this worker's reply dict."""
+    command: AnyCommand, *, context: WorkerContext
+) -> WorkerReply:
+    """Run one operator command on the event loop; return this worker's reply."""
     started = time.perf_counter()
-    op = command.get("op")
+    op = command.op
     try:
-        if op in ASYNC_HANDLERS:
-            outcome = await ASYNC_HANDLERS[op](command, context)
-        elif op in SYNC_HANDLERS:
-            outcome = SYNC_HANDLERS[op](command, context)
-        else:
-            raise CommandFailed(f"unknown command {op!r}")
+        outcome = await _run(command, context)
     except CommandFailed as exc:
         return _reply(command, context, started, None, str(exc))
     except Exception as exc:  # the operator sees it; the worker carries on
         logger.exception("operator command %s failed", op)
         return _reply(command, context, started, None, f"{type(exc).__name__}: {exc}")
-    logger.info("operator command %s by %s done", op, command.get("issued_by"))
+    logger.info("operator command %s by %s done", op, command.issued_by)
     return _reply(command, context, started, outcome, None)
 
 
-def execute_command(
-    command: dict[str, Any], *, context: WorkerContext
-) -> dict[str, Any]:
-    """Run one operator command against this process; return the reply dict.
+def execute_command(command: AnyCommand, *, context: WorkerContext) -> WorkerReply:
+    """Run one operator command against this process; return the reply.
 
     Called from a thread other than `context.loop`'s (a bus listener), the
     command runs on that loop, where the caches and the client live, and this
@@ -212,7 +211,7 @@ def execute_command(
 
 def make_command_handler(
     context: WorkerContext, *, after: Callable[[], object] | None = None
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
+) -> Callable[[AnyCommand], WorkerReply]:
     """Return a bus command handler running `execute_command`, then `after()`.
 
     `after` is where a worker republishes its live snapshot, so the dashboard
@@ -221,7 +220,7 @@ def make_command_handler(
     """
     counter = itertools.count(context.commands_run + 1)  # next() is atomic
 
-    def handle(command: dict[str, Any]) -> dict[str, Any]:
+    def handle(command: AnyCommand) -> WorkerReply:
         reply = execute_command(command, context=context)
         context.commands_run = next(counter)
         if after is not None:

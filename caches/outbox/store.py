@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from caches.messages import EventTuple, events_from_json, events_to_json
+from caches.messages import (
+    EventTuple,
+    MalformedMessage,
+    events_from_json,
+    events_to_json,
+)
 from caches.outbox.tracker import OutboxRow
+
+logger = logging.getLogger(__name__)
 
 #: Rows read per query; a longer backlog is read in several.
 BATCH = 1000
@@ -63,7 +72,7 @@ def rows_after(
         OutboxRow(
             id=i,
             created_at=created.timestamp(),
-            events=events_from_json(ev),
+            events=_events(i, ev),
             origin=origin,
         )
         for i, created, ev, origin in rows
@@ -75,3 +84,12 @@ def prune(*, older_than: dt.timedelta, using: str = DEFAULT_DB_ALIAS) -> int:
     cutoff = timezone.now() - older_than
     deleted, _ = _model().objects.using(using).filter(created_at__lt=cutoff).delete()
     return int(deleted)
+
+
+def _events(row_id: int, raw: Any) -> tuple[EventTuple, ...]:
+    try:
+        return events_from_json(raw)
+    except MalformedMessage as exc:
+        # Skipped, not retried: the row will never parse; the log says which.
+        logger.warning("outbox: row %d holds malformed events (%s)", row_id, exc)
+        return ()

@@ -15,7 +15,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from caches.messages import EventTuple
 
 #: A gap older than this is taken for a rolled-back transaction.
 GAP_TIMEOUT_SECONDS = 600.0
@@ -31,7 +32,7 @@ class OutboxRow:
 
     id: int
     created_at: float  # wall-clock seconds
-    events: Any
+    events: Sequence[EventTuple]
     origin: str = ""
 
 

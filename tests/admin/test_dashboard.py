@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -327,7 +328,7 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
     settings.REDIS_URL = ""
     context = WorkerContext(worker_id="turns")
     snapshot = build_worker_snapshot(context=context, started_at=0.0)
-    snapshot["recent_turns"] = [
+    recent_turns = [
         {
             "at": 1.0,
             "server_disc_id": 123,
@@ -339,9 +340,12 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
             "stale": [],
         }
     ]
-    snapshot["consistency"] = {
+    consistency = {
         "tomori_state": {"checked": 9, "inconsistent": 1, "ratio": 0.9, "nines": 1.0}
     }
+    snapshot = dataclasses.replace(
+        snapshot, recent_turns=tuple(recent_turns), consistency=consistency
+    )
     live.publish_snapshot("turns", snapshot)
     try:
         page = manager_client.get(reverse(DASHBOARD)).content.decode()
@@ -364,12 +368,30 @@ def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-de
     snapshot = build_worker_snapshot(context=context, started_at=0.0)
     figures = SimpleNamespace(cache_bytes={TEST_CACHE: 3 * 2**20, "absent": 1})
     holder = SimpleNamespace(observability=SimpleNamespace(figures=figures))
-    BotWorker._add_bytes_estimates(holder, snapshot)  # type: ignore[arg-type]
-    assert snapshot["caches"][TEST_CACHE]["bytes_estimate"] == 3 * 2**20
-    assert "absent" not in snapshot["caches"]
+    snapshot = BotWorker._add_bytes_estimates(holder, snapshot)  # type: ignore[arg-type]
+    assert snapshot.caches[TEST_CACHE].bytes_estimate == 3 * 2**20
+    assert "absent" not in snapshot.caches
     live.publish_snapshot("bytes", snapshot)
     try:
         page = manager_client.get(reverse(DASHBOARD)).content.decode()
     finally:
         live.withdraw_snapshot("bytes")
     assert "≈ 3.0\xa0MB" in page or "≈ 3.0 MB" in page
+
+
+def test_a_malformed_worker_snapshot_is_left_out_and_logged(  # type: ignore[no-untyped-def]
+    manager_client, worker, redis_url, caplog
+) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.set(live.key_prefix() + "broken", b'{"worker_id": 7}', px=60_000)
+        client.set(live.key_prefix() + "garbage", b"not json", px=60_000)
+        response = manager_client.get(reverse(DASHBOARD))
+    finally:
+        client.delete(live.key_prefix() + "broken", live.key_prefix() + "garbage")
+        client.close()
+    assert response.status_code == 200
+    assert [view.worker_id for view in response.context["workers"]] == ["w1"]
+    assert caplog.text.count("dropped a malformed worker snapshot") == 2

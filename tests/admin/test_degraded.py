@@ -21,6 +21,7 @@ from django.utils import timezone
 from caches import bus, live
 from caches.bus import BusUnavailable
 from caches.core import BoundedTTLCache
+from caches.messages import ClearAll
 from caches.operations import WorkerContext, make_command_handler
 from metrics.models import MetricSample
 from tests.admin.conftest import TEST_CACHE, Worker
@@ -144,10 +145,10 @@ def test_invalidate_key_error_sits_on_the_key_form(
 def test_send_command_raises_bus_unavailable_and_queues_nothing(own_redis) -> None:  # type: ignore[no-untyped-def]
     sender = bus.Bus(redis_url=own_redis.url, channel=f"tomori:test:{uuid.uuid4().hex}")
     try:
-        assert sender.send_command({"op": "clear_all"}, timeout=1.0) == []
+        assert sender.send_command(ClearAll.issue(issued_by="test"), timeout=1.0) == []
         own_redis.kill()
         with pytest.raises(BusUnavailable, match="bus unreachable: Redis at"):
-            sender.send_command({"op": "clear_all"}, timeout=1.0)
+            sender.send_command(ClearAll.issue(issued_by="test"), timeout=1.0)
         assert sender.snapshot()["backlog"] == 0  # it cannot run later, unannounced
     finally:
         sender.close(drain_timeout=0.1)
@@ -159,7 +160,7 @@ def test_a_paused_redis_is_reported_within_seconds(own_redis) -> None:  # type: 
     started = time.monotonic()
     try:
         with pytest.raises(BusUnavailable, match="does not answer"):
-            sender.send_command({"op": "clear_all"}, timeout=30.0)
+            sender.send_command(ClearAll.issue(issued_by="test"), timeout=30.0)
         assert time.monotonic() - started < 10
     finally:
         own_redis.resume()
@@ -171,7 +172,7 @@ def test_module_send_command_raises_bus_unavailable_on_a_closed_port() -> None:
     bus.configure(redis_url=f"redis://127.0.0.1:{free_port()}/0")
     try:
         with pytest.raises(BusUnavailable, match="Connection refused"):
-            bus.send_command({"op": "clear_all"}, timeout=1.0)
+            bus.send_command(ClearAll.issue(issued_by="test"), timeout=1.0)
     finally:
         bus.configure()
 

@@ -32,6 +32,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
+from caches.messages import AnyCommand, WorkerReply
 from caches.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -127,11 +128,11 @@ def probe(superuser: Any) -> Probe:
 
 
 @pytest.fixture(autouse=True)
-def _no_bus(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def _no_bus(monkeypatch: pytest.MonkeyPatch) -> list[AnyCommand]:
     """Record operator commands instead of waiting for workers to answer them."""
-    sent: list[dict[str, Any]] = []
+    sent: list[AnyCommand] = []
 
-    def send(command: dict[str, Any], *, timeout: float) -> list[dict[str, Any]]:
+    def send(command: AnyCommand, *, timeout: float) -> list[WorkerReply]:
         sent.append(command)
         return []
 
@@ -456,7 +457,7 @@ def test_operator_forms_never_500_and_refuse_bad_ids(probe: Probe, _no_bus) -> N
             response = probe.post(invalidate, {"cache": cache, "key": key}, key)
             if key in NEVER_AN_ID:
                 assert response.status_code == 400, (cache, key)
-    assert not [c for c in _no_bus if c.get("key") in NEVER_AN_ID]
+    assert not [c for c in _no_bus if getattr(c, "key", None) in NEVER_AN_ID]
     for value in [*TEXT, "no_such_cache"]:
         probe.post(reverse("admin:caches_clear_cache"), {"cache": value}, value)
         probe.post(invalidate, {"cache": value, "key": "1"}, value)

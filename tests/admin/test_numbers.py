@@ -12,10 +12,12 @@ from django.urls import reverse
 from caches import bus, live
 from caches.core import BoundedTTLCache
 from caches.memory.emergency import EmergencyClearResult
+from caches.messages import ClearAll, ClearCache
 from caches.operations import (
     WorkerContext,
     WorkerReply,
     build_worker_snapshot,
+    describe_reply,
     emergency_plan,
     make_command_handler,
 )
@@ -106,9 +108,9 @@ def test_clear_all_clears_exactly_the_caches_with_a_clear_button(  # type: ignor
     # One set for the three: the row buttons, clear-all and the emergency clear.
     plan = emergency_plan()
     assert buttons == set(plan.cleared)
-    command = {"op": "clear_all", "id": "x", "issued_by": "t"}
+    command = ClearAll.issue(issued_by="t")
     reply = make_command_handler(worker.context)(command)
-    assert set(reply["details"]["cleared"]) == buttons
+    assert set(reply.details["cleared"]) == buttons
 
 
 def test_policy_words_match_what_the_buttons_do(  # type: ignore[no-untyped-def]
@@ -124,9 +126,9 @@ def test_policy_words_match_what_the_buttons_do(  # type: ignore[no-untyped-def]
     html = response.content.decode()
     assert "Clear every clearable cache" in html and "invalidatable" not in html
     preserved_reply = make_command_handler(worker.context)(
-        {"op": "clear_cache", "cache": PRESERVED, "id": "x", "issued_by": "t"}
+        ClearCache.issue(cache=PRESERVED, issued_by="t")
     )
-    assert not preserved_reply["ok"] and len(policy_caches[PRESERVED]) == 1
+    assert not preserved_reply.ok and len(policy_caches[PRESERVED]) == 1
 
 
 def test_the_bus_panel_counts_every_operator_command(  # type: ignore[no-untyped-def]
@@ -193,7 +195,7 @@ def test_the_emergency_result_itemises_every_entry_it_removed() -> None:
     reply = WorkerReply(
         worker_id="w1", ok=True, removed=result.total_cleared, details=result.as_dict()
     )
-    line = reply.describe()
+    line = describe_reply(reply)
     assert line.startswith("worker w1: removed 1,370 entries (")
     assert "discord.py messages 1,150, bot_members 3, presences 30" in line
     itemised = line[line.index("(") :]

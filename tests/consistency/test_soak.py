@@ -22,8 +22,7 @@ def _checked(cache: str) -> int:
     from caches.live import live_snapshots
 
     return sum(
-        (snap.get("consistency") or {}).get(cache, {}).get("checked", 0)
-        for snap in live_snapshots()
+        snap.consistency.get(cache, {}).get("checked", 0) for snap in live_snapshots()
     )
 
 

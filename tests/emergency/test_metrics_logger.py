@@ -306,3 +306,31 @@ async def test_logger_reports_loop_lag_from_its_monitor(
     monitor.stop()
     (line,) = metric_lines.named("cache_sizes")
     assert line["loop_lag_peak_ms"] == pytest.approx(40.0, abs=0.01)
+
+
+def test_the_row_reads_the_same_worker_snapshot_the_dashboard_shows(
+    user_cache: BoundedTTLCache, metric_lines: Any
+):
+    from caches.operations import WorkerContext, build_worker_snapshot, worker_view
+
+    context = WorkerContext(worker_id="w1", shard_ids=[3])
+    taken = []
+
+    def snapshot() -> Any:
+        taken.append(build_worker_snapshot(context=context, started_at=0.0))
+        return taken[-1]
+
+    logger = CacheMetricsLogger(
+        interval_seconds=INTERVAL, worker_id="w1", snapshot=snapshot
+    )
+    row = logger.sample()
+    [view] = [worker_view(snap) for snap in taken]
+    sizes = {layer.name: layer.size for layer in view.layers}
+    assert row["user"] == sizes["user"] == 7
+    assert row["cache_entries_total"] == sum(sizes.values())
+    assert row["rss_mb"] == view.memory["rss_mb"]
+    assert row["memory_limit_mb"] == view.memory["limit_mb"]
+    assert row["memory_limit_source"] == view.memory["limit_source"]
+    assert row["memory_percent"] == view.memory["percent"]
+    assert row["shard_ids"] == view.shard_ids == [3]
+    assert metric_lines.named("cache_sizes")[0]["user"] == 7

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from caches import live
+from caches.messages import WorkerSnapshot
 from tests.support.faults import wait_until
 
 LIVE = "/health/"
@@ -26,7 +27,9 @@ def _get(client: Client, url: str) -> tuple[int, dict[str, Any]]:
 
 
 def _publish_worker() -> None:
-    live.publish_snapshot("w1:shard0", {"shard_ids": [0]})
+    live.publish_snapshot(
+        "w1:shard0", WorkerSnapshot(worker_id="w1:shard0", shard_ids=(0,))
+    )
 
 
 def test_ready_with_the_database_redis_and_a_live_worker(

@@ -90,6 +90,27 @@ def test_blacklist_op_touches_one_sub_entry(run, make_user, make_server):
     assert run(get_cached_blacklist_status, a.server_disc_id, row.user_disc_id)
 
 
+def test_a_blacklist_answer_is_keyed_in_the_order_its_operation_takes(
+    run, make_user, make_server
+):
+    from caches.invalidation.describe import describe_event
+    from caches.rules import event
+
+    row, server = make_user(), make_server()
+    server_id, user_id = server.server_disc_id, row.user_disc_id
+    run(get_cached_blacklist_status, server_id, user_id)
+    key = user_layer.blacklist_cache_key(server_id, user_id)
+    assert key == (server_id, user_id) and user_layer._cache.get(key) is False
+    # The operator types the key in the same order, and so reaches the same entry.
+    assert registry.parse_key("user", f"{server_id}:{user_id}") == key
+    # The rule's event, its phrase and the operation all read (server, user).
+    blacklist = event("user", "blacklist", server_id, user_id)
+    assert describe_event(blacklist) == (
+        f"blacklist entry of user {user_id} in server {server_id}"
+    )
+    assert registry.apply(*blacklist[:2], *blacklist[2]) == 1
+
+
 def test_blacklist_server_op_drops_that_server_for_every_user(
     run, make_user, make_server
 ):
@@ -100,8 +121,11 @@ def test_blacklist_server_op_drops_that_server_for_every_user(
         run(get_cached_blacklist_status, b.server_disc_id, u.user_disc_id)
     assert registry.apply("user", "blacklist_server", a.server_disc_id) == 3
     cache = user_layer._cache
-    assert all(cache.get((u.user_disc_id, a.server_disc_id)) is MISSING for u in users)
-    assert all(cache.get((u.user_disc_id, b.server_disc_id)) is False for u in users)
+    key = user_layer.blacklist_cache_key
+    assert all(
+        cache.get(key(a.server_disc_id, u.user_disc_id)) is MISSING for u in users
+    )
+    assert all(cache.get(key(b.server_disc_id, u.user_disc_id)) is False for u in users)
 
 
 def test_invalidate_user_cache_can_include_blacklist(run, make_user, make_server):

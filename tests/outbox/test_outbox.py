@@ -159,3 +159,22 @@ def test_old_rows_are_pruned():
     assert outbox.prune(older_than=dt.timedelta(hours=1)) >= 1
     assert not InvalidationOutbox.objects.filter(pk=stale.pk).exists()
     assert InvalidationOutbox.objects.exists()
+
+
+def test_a_row_with_malformed_events_is_logged_and_the_rest_still_apply(
+    applied, caplog
+):
+    from django.utils import timezone
+
+    server, persona = server_with_persona("old")
+    follow = follow_from_now(applied)
+    personas(server)
+    bad = InvalidationOutbox.objects.create(
+        created_at=timezone.now(), origin="broken", events=[["user", "key"]]
+    )
+    with transaction.atomic():
+        m.Persona.objects.filter(pk=persona.pk).update(name="new")
+
+    assert follow.poll_once() == 2  # both rows are read; the bad one carries nothing
+    assert f"row {bad.id} holds malformed events" in caplog.text
+    assert applied.batches[0] == [] and personas(server) == ["new"]

@@ -52,11 +52,11 @@ def test_a_bus_invalidation_reaches_both_shards(
             "w:shard0",
             "w:shard1",
         ]
-        snapshots = {snap["worker_id"]: snap for snap in live.live_snapshots()}
+        snapshots = {snap.worker_id: snap for snap in live.live_snapshots()}
         assert set(snapshots) == {"w:shard0", "w:shard1"}
         for snap in snapshots.values():
-            assert snap["shard_ids"] in ([0], [1])
-            assert snap["bus"]["applied"] >= 1
+            assert snap.shard_ids in ((0,), (1,))
+            assert snap.bus["applied"] >= 1
     finally:
         bus.configure()
         live.reset_for_tests()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -57,6 +58,7 @@ from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
 from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
 from caches.memory.vips import apply_libvips_settings
+from caches.messages import WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
@@ -326,6 +328,7 @@ class BotWorker:
             worker_id=self.worker_id,
             client_getter=lambda: self.client,
             guard=self.guard,
+            snapshot=self._take_snapshot,
             host_sampler=HostMemorySampler(),
             lag_monitor=lag,
         )
@@ -413,34 +416,46 @@ class BotWorker:
         except Exception:  # noqa: BLE001 (the command's reply matters more)
             logger.exception("could not republish the live snapshot")
 
-    def _build_snapshot(self) -> dict[str, Any] | None:
+    def _build_snapshot(self) -> WorkerSnapshot | None:
         if self.context is None:
             return None
         try:
-            snapshot = build_worker_snapshot(
-                context=self.context,
-                started_at=self.started_at,
-                guard=self.guard,
-                bus_status=bus.stats(),
-            )
-            if self.pipeline is not None:
-                snapshot["turns"] = self.pipeline.counters.as_dict()
-                snapshot["recent_turns"] = self.pipeline.recent.as_list()
-            snapshot["consistency"] = self.consistency.summary()
-            self._add_bytes_estimates(snapshot)
+            return self._take_snapshot()
         except Exception:  # noqa: BLE001 (a dashboard feed must not stop the bot)
             logger.exception("could not build the live snapshot")
             return None
-        return snapshot
 
-    def _add_bytes_estimates(self, snapshot: dict[str, Any]) -> None:
+    def _take_snapshot(self) -> WorkerSnapshot:
+        """Return this worker's snapshot: the dashboard's and the cache_sizes row's."""
+        if self.context is None:
+            raise RuntimeError("the worker has not subscribed yet")
+        snapshot = build_worker_snapshot(
+            context=self.context,
+            started_at=self.started_at,
+            guard=self.guard,
+            bus_status=bus.stats(),
+        )
+        if self.pipeline is not None:
+            snapshot = dataclasses.replace(
+                snapshot,
+                turns=self.pipeline.counters.as_dict(),
+                recent_turns=tuple(self.pipeline.recent.as_list()),
+            )
+        snapshot = dataclasses.replace(snapshot, consistency=self.consistency.summary())
+        return self._add_bytes_estimates(snapshot)
+
+    def _add_bytes_estimates(self, snapshot: WorkerSnapshot) -> WorkerSnapshot:
         # Sampled on the loop by the metrics endpoint's refresh (METRICS_PORT).
         if self.observability is None:
-            return
-        caches = snapshot.get("caches") or {}
-        for name, estimate in self.observability.figures.cache_bytes.items():
-            if isinstance(caches.get(name), dict):
-                caches[name]["bytes_estimate"] = estimate
+            return snapshot
+        estimates = self.observability.figures.cache_bytes
+        caches = {
+            name: dataclasses.replace(stats, bytes_estimate=estimates[name])
+            if name in estimates
+            else stats
+            for name, stats in snapshot.caches.items()
+        }
+        return dataclasses.replace(snapshot, caches=caches)
 
     async def _log_in(self) -> None:
         from tomori.bot.client import build_client, skip_identify_wait
