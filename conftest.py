@@ -52,14 +52,16 @@ def fake_clock() -> FakeClock:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache_registry() -> Iterator[None]:
-    """Give every test empty caches and zeroed stats, whatever ran before."""
+def fresh_cache_registry() -> Iterator[None]:
+    """Give every test freshly built caches: empty, zeroed stats, real clocks.
+
+    The one registry reset of the suite: every layer is rebuilt from the
+    current settings, and whatever a test registered by hand is dropped.
+    """
+    from caches.layers import build_registry
+
+    build_registry()
     yield
-    try:
-        from caches.registry import registry
-    except ImportError:
-        return
-    registry.clear_all()
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,35 @@
-"""App config for caches: wires the invalidation signals and the bus's log words."""
+"""App config for caches: builds the cache registry, wires the signals and the bus's log words."""
+
+from typing import Any
 
 from django.apps import AppConfig
+from django.core.signals import setting_changed
 
 
 class CachesConfig(AppConfig):
     name = "caches"
 
     def ready(self) -> None:
+        """Build every layer's caches from settings, then connect the receivers.
+
+        Every process builds the registry here (web and Celery read the
+        layers' key shapes and policies from it; the worker serves from it).
+        """
         from caches.bus.core import set_event_describer
         from caches.invalidation import connect_signals
         from caches.invalidation.describe import describe
+        from caches.layers import build_registry
 
+        build_registry()
         connect_signals()
         set_event_describer(describe)
+        setting_changed.connect(
+            rebuild_on_setting_change, dispatch_uid="caches.rebuild_layers"
+        )
+
+
+def rebuild_on_setting_change(*, setting: str, **_: Any) -> None:
+    """Rebuild the layers built from `setting` (override_settings in tests)."""
+    from caches.layers import rebuild_layers_reading
+
+    rebuild_layers_reading(setting)

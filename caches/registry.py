@@ -5,8 +5,9 @@ caches only through `registry`. Each entry also names how an operator's typed
 key becomes a cache key (`parse_key`) and which named invalidation operations
 the layer offers (`ops`); `"key"` and `"all"` exist for every cache.
 
-Like the caches themselves, the registry is meant for the event-loop thread;
-registration happens at import time.
+Like the caches themselves, the registry is meant for the event-loop thread.
+It is filled when it is built (`caches.layers.build_registry`, from each
+layer's declaration), never at import.
 """
 
 from __future__ import annotations
@@ -14,11 +15,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from caches.core.clock import Clock
 
+if TYPE_CHECKING:
+    from caches.layers.declaration import Layer
+
 BUILTIN_OPS = ("key", "all")
+
+
+class Event(NamedTuple):
+    """One invalidation: `registry.apply(cache, op, *args)`."""
+
+    cache: str
+    op: str
+    args: tuple[Any, ...] = ()
 
 
 class EmergencyPolicy(StrEnum):
@@ -103,6 +115,8 @@ class RegisteredCache:
     #: Read a key's value from the database as the layer would cache it
     #: (the consistency watcher compares it with the cached one).
     reload: Reload | None = None
+    #: The declaration the entry was built from (None: registered by hand).
+    layer: Layer | None = None
 
     def op_names(self) -> list[str]:
         """Return the names of every operation, built-ins first."""
@@ -146,6 +160,26 @@ class CacheRegistry:
             reload=reload,
         )
         return cache
+
+    def register_layer(self, layer: Layer, cache: C) -> C:
+        """Register `cache` as the built cache of the declared `layer`."""
+        self.register(
+            layer.name,
+            cache,
+            policy=layer.policy,
+            invalidatable=layer.invalidatable,
+            description=layer.description,
+            key_help=layer.key.help,
+            parse_key=layer.key.parse,
+            ops=layer.bound_ops(),
+            reload=layer.reload,
+        )
+        self._entries[layer.name].layer = layer
+        return cache
+
+    def reset(self) -> None:
+        """Forget every entry (the builder refills it)."""
+        self._entries.clear()
 
     def unregister(self, name: str) -> None:
         """Forget the cache registered under `name` (tests)."""
@@ -239,5 +273,5 @@ class CacheRegistry:
             entry.cache.set_clock(clock)
 
 
-#: The process-wide registry every layer registers into at import time.
+#: The process-wide registry, filled by `caches.layers.build_registry()`.
 registry = CacheRegistry()

@@ -13,17 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
+
+from caches.registry import Event
 
 Row = Mapping[str, Any]
-
-
-class Event(NamedTuple):
-    """One invalidation: `registry.apply(cache, op, *args)`."""
-
-    cache: str
-    op: str
-    args: tuple[Any, ...] = ()
 
 
 class Lookup(Protocol):

@@ -10,13 +10,19 @@ from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._support import (
     StaleFallbackCache,
     cached,
-    minutes_setting,
-    new_cache,
     parse_int,
     run_db,
     unwrapped,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
+from tomori.repositories import population
 from tomori.repositories import servers as servers_repo
 from tomori.repositories.servers import PersonaRecord, TomoriStateRows
 
@@ -45,17 +51,24 @@ class TomoriState:
     main_persona: PersonaRecord | None
 
 
-_errors: BoundedTTLCache[int, str] = new_cache(
-    f"{NAME}:errors",
-    cap_setting="TOMORI_STATE_CACHE_MAX_ENTRIES",
-    ttl=ERROR_MEMORY_SECONDS,
-)
-_fresh: BoundedTTLCache[int, TomoriState] = new_cache(
-    NAME,
-    cap_setting="TOMORI_STATE_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
-)
-_cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS, errors=_errors)
+CAP_SETTING = "TOMORI_STATE_CACHE_MAX_ENTRIES"
+TTL_SETTING = "TOMORI_STATE_CACHE_TTL_MINUTES"
+
+# Set by _build when the registry is built.
+_errors: BoundedTTLCache[int, str] = unbuilt(NAME)
+_fresh: BoundedTTLCache[int, TomoriState] = unbuilt(NAME)
+_cache: StaleFallbackCache = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> StaleFallbackCache:
+    """Build the fresh, last-good and error maps from the layer's settings."""
+    global _errors, _fresh, _cache
+    _errors = config.cache(f"{NAME}:errors", cap=CAP_SETTING, ttl=ERROR_MEMORY_SECONDS)
+    _fresh = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    _cache = StaleFallbackCache(
+        _fresh, retention=STALE_RETENTION_SECONDS, errors=_errors
+    )
+    return _cache
 
 
 def build_tomori_state(rows: TomoriStateRows) -> TomoriState:
@@ -152,12 +165,19 @@ async def _reload(server_disc_id: int) -> TomoriState | None:
     return unwrapped(await _load(server_disc_id))  # type: ignore[no-any-return]
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="Personas of a server (main first) and its model settings.",
-    key_help="server_disc_id (the Discord guild id), e.g. 123456789012345678",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="server_disc_id (the Discord guild id), e.g. 123456789012345678",
+        parse=parse_int,
+        phrase=lambda s: f"Tomori state of server {s}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec(
+        "configured servers (API key set)", population.configured_servers
+    ),
     reload=lambda key: _reload(key),
 )

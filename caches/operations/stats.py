@@ -239,10 +239,18 @@ def format_duration(seconds: float | None) -> str:
 
 
 def _populations(snapshots: list[WorkerSnapshot]) -> dict[str, Population]:
+    """Count, in one query, the population each shown layer declares it is mistaken for."""
+    from caches.layers import declared_layers
     from tomori.repositories.population import cache_populations
 
+    layers = declared_layers()
     names = sorted({name for snap in snapshots for name in snap.caches})
-    return cache_populations(names) if snapshots else {}
+    queries = {
+        name: (spec.label, spec.rows)
+        for name in names
+        if name in layers and (spec := layers[name].mistaken_for) is not None
+    }
+    return cache_populations(queries)
 
 
 def live_worker_views(*, with_populations: bool = True) -> list[WorkerView]:

@@ -9,7 +9,7 @@ configured servers: that is `server_model_configs` with an API key).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,68 +27,104 @@ class Population:
     count: int
 
 
-# cache name (registry) -> (label, rows whose count is the population)
-POPULATION_QUERIES: dict[str, tuple[str, Callable[[], QuerySet]]] = {
-    "tomori_state": (
-        "configured servers (API key set)",
-        lambda: m.ServerModelConfig.objects.filter(api_key__isnull=False),
-    ),
-    "user": ("known users", lambda: m.User.objects.all()),
-    "emoji_sticker": ("servers", lambda: m.Server.objects.all()),
-    "channel_whitelist": (
-        "whitelisted channels",
-        lambda: m.WhitelistedChannel.objects.all(),
-    ),
-    "channel_llm": (
-        "channel LLM overrides",
-        lambda: m.ChannelLlmOverride.objects.all(),
-    ),
-    "channel_prompt": (
-        "channel prompt overrides",
-        lambda: m.ChannelPromptOverride.objects.all(),
-    ),
-    "persona_sprite": ("personas", lambda: m.Persona.objects.all()),
-    "persona_sprite_message": (
-        "sprite messages stored",
-        lambda: m.PersonaSpriteMessage.objects.all(),
-    ),
-    "personal_spotlight": (
-        "spotlight rows",
-        lambda: m.PersonalSpotlight.objects.all(),
-    ),
-    "guild_mcp_config": (
-        "servers with MCP servers",
-        lambda: m.GuildMcpServerConfig.objects.values("server_id").distinct(),
-    ),
-    "st_preset": (
-        "servers with ST presets",
-        lambda: m.StPreset.objects.values("server_id").distinct(),
-    ),
-    "novelai_subscription": (
-        "NovelAI subscriptions",
-        lambda: m.NovelAiSubscription.objects.all(),
-    ),
-    "llm": ("LLM rows", lambda: m.Llm.objects.all()),
-    "preset_avatar": ("preset personas", lambda: m.PresetPersona.objects.all()),
-    "webhook": ("managed webhooks", lambda: m.ManagedWebhook.objects.all()),
-    "short_term_memory": (
-        "stored short-term memories",
-        lambda: m.ShortTermMemoryRecord.objects.all(),
-    ),
-}
+Rows = Callable[[], QuerySet[Any, Any]]
+
+
+def configured_servers() -> QuerySet[Any, Any]:
+    """Return the servers with an API key set (one row each)."""
+    return m.ServerModelConfig.objects.filter(api_key__isnull=False)
+
+
+def known_users() -> QuerySet[Any, Any]:
+    """Return every user row."""
+    return m.User.objects.all()
+
+
+def servers() -> QuerySet[Any, Any]:
+    """Return every server row."""
+    return m.Server.objects.all()
+
+
+def whitelisted_channels() -> QuerySet[Any, Any]:
+    """Return every whitelisted channel row."""
+    return m.WhitelistedChannel.objects.all()
+
+
+def channel_llm_overrides() -> QuerySet[Any, Any]:
+    """Return every channel LLM override row."""
+    return m.ChannelLlmOverride.objects.all()
+
+
+def channel_prompt_overrides() -> QuerySet[Any, Any]:
+    """Return every channel prompt override row."""
+    return m.ChannelPromptOverride.objects.all()
+
+
+def personas() -> QuerySet[Any, Any]:
+    """Return every persona row."""
+    return m.Persona.objects.all()
+
+
+def sprite_messages() -> QuerySet[Any, Any]:
+    """Return every stored sprite message row."""
+    return m.PersonaSpriteMessage.objects.all()
+
+
+def spotlights() -> QuerySet[Any, Any]:
+    """Return every personal spotlight row."""
+    return m.PersonalSpotlight.objects.all()
+
+
+def servers_with_mcp_servers() -> QuerySet[Any, Any]:
+    """Return one row per server that has an MCP server config."""
+    return m.GuildMcpServerConfig.objects.values("server_id").distinct()
+
+
+def servers_with_st_presets() -> QuerySet[Any, Any]:
+    """Return one row per server that has an ST preset."""
+    return m.StPreset.objects.values("server_id").distinct()
+
+
+def novelai_subscriptions() -> QuerySet[Any, Any]:
+    """Return every NovelAI subscription row."""
+    return m.NovelAiSubscription.objects.all()
+
+
+def llms() -> QuerySet[Any, Any]:
+    """Return every llms row."""
+    return m.Llm.objects.all()
+
+
+def preset_personas() -> QuerySet[Any, Any]:
+    """Return every preset persona row."""
+    return m.PresetPersona.objects.all()
+
+
+def managed_webhooks() -> QuerySet[Any, Any]:
+    """Return every managed webhook row."""
+    return m.ManagedWebhook.objects.all()
+
+
+def stored_short_term_memories() -> QuerySet[Any, Any]:
+    """Return every stored short-term memory row."""
+    return m.ShortTermMemoryRecord.objects.all()
 
 
 def cache_populations(
-    names: list[str] | None = None, *, using: str = "default"
+    queries: Mapping[str, tuple[str, Rows]], *, using: str = "default"
 ) -> dict[str, Population]:
-    """Return the population behind each named cache, counted in one query."""
-    wanted = [n for n in (names or POPULATION_QUERIES) if n in POPULATION_QUERIES]
+    """Return the population of each cache, {name: (label, rows)}, in one query.
+
+    The layers declare which population each is mistaken for
+    (`Layer.mistaken_for`); the caller passes those it wants counted.
+    """
+    wanted = list(queries)
     if not wanted:
         return {}
     parts: list[str] = []
     params: list[Any] = []
     for index, name in enumerate(wanted):
-        queryset = POPULATION_QUERIES[name][1]().order_by()
+        queryset = queries[name][1]().order_by()
         sql, part_params = queryset.query.sql_with_params()
         # One scalar subquery per table: a single round trip for the dashboard.
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS p{index})")
@@ -97,6 +133,6 @@ def cache_populations(
         cursor.execute("SELECT " + ", ".join(parts), params)
         row = cursor.fetchone()
     return {
-        name: Population(POPULATION_QUERIES[name][0], int(count))
+        name: Population(queries[name][0], int(count))
         for name, count in zip(wanted, row, strict=True)
     }

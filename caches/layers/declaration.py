@@ -1,0 +1,254 @@
+"""What a cache layer declares about itself, once, in its own module.
+
+Each module in `caches/layers/` ends with one `LAYER = Layer(...)`: its name,
+description, emergency policy, key shape, named operations (each with the
+words a save message uses), the settings its caches are built from, the
+population its size is mistaken for, and the function that builds its caches.
+The registry, the invalidation rules, the save messages, the dashboard, the
+Discord event handlers, the pipeline and the tests derive from these; nothing
+else restates them.
+
+Caches are built from settings when the registry is built (`caches.layers.
+build_registry`: at `AppConfig.ready()`, again per test), never at import. A
+layer's `build` sets the module-level references its read functions use, so
+the hit path stays a global lookup and a dict read; until it runs they are
+`unbuilt(...)` placeholders that say so when touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from caches.core import BoundedTTLCache, ScopeFn
+from caches.registry import (
+    BUILTIN_OPS,
+    EmergencyPolicy,
+    Event,
+    ManagedCache,
+    Reload,
+    UnknownOperationError,
+    parse_plain_key,
+)
+
+#: Read by every layer's build (not declared per layer).
+SWEEP_INTERVAL_SETTING = "CACHE_SWEEP_INTERVAL_SECONDS"
+
+
+class LayerNotBuilt(RuntimeError):
+    """A layer's cache was used before the registry was built."""
+
+
+class UndeclaredSettingError(LookupError):
+    """A layer's build read a setting its declaration does not list."""
+
+
+class _Unbuilt:
+    """Stands in for a layer's cache until the registry builds it."""
+
+    __slots__ = ("_layer",)
+
+    def __init__(self, layer: str) -> None:
+        self._layer = layer
+
+    def __getattr__(self, attr: str) -> NoReturn:
+        raise LayerNotBuilt(
+            f"cache layer {self._layer!r} is used before the registry is built "
+            "(caches.layers.build_registry(); AppConfig.ready() runs it)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<unbuilt cache layer {self._layer!r}>"
+
+
+def unbuilt(layer: str) -> Any:
+    """Return the placeholder a layer module holds until its build runs."""
+    return _Unbuilt(layer)
+
+
+def _arity(fn: Callable[..., Any]) -> tuple[int, int]:
+    """Return (required, most) positional arguments `fn` takes."""
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    required = sum(p.default is p.empty for p in params)
+    return required, len(params)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A named invalidation a layer offers besides the built-in "key" and "all".
+
+    `run(*args)` drops the entries and returns how many; `phrase(*args)` is
+    what an admin save message and the bus log say it dropped.
+    """
+
+    name: str
+    run: Callable[..., int]
+    description: str
+    phrase: Callable[..., str]
+
+
+@dataclass(frozen=True)
+class KeyShape:
+    """How an operator types one key, and how a save message names it."""
+
+    help: str
+    parse: Callable[[str], Hashable] = parse_plain_key
+    #: The save-message words for the "key" operation (None: the raw key).
+    phrase: Callable[[Any], str] | None = None
+
+
+@dataclass(frozen=True)
+class PopulationSpec:
+    """The population a layer's size is mistaken for (the dashboard's column).
+
+    `rows` returns a queryset from `tomori.repositories.population`; its
+    count is shown beside the layer's resident size.
+    """
+
+    label: str
+    rows: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class EventOp:
+    """One layer operation, checked when bound: calling it makes an Event."""
+
+    cache: str
+    op: str
+    required: int
+    most: int
+
+    def __call__(self, *args: Any) -> Event:
+        """Return the event `op(*args)` on this layer (wrong arity: TypeError)."""
+        if not self.required <= len(args) <= self.most:
+            raise TypeError(
+                f"{self.cache}.{self.op} takes {self.required}..{self.most} "
+                f"arguments, got {len(args)}"
+            )
+        return Event(self.cache, self.op, tuple(args))
+
+
+class LayerSettings:
+    """The settings one layer's build reads: only those it declares."""
+
+    def __init__(
+        self, layer: str, declared: tuple[str, ...], read: Callable[[str], Any]
+    ) -> None:
+        self.layer = layer
+        self.declared = frozenset(declared) | {SWEEP_INTERVAL_SETTING}
+        self._read = read
+
+    def value(self, name: str) -> Any:
+        """Return setting `name`; raise unless the layer declares it."""
+        if name not in self.declared:
+            raise UndeclaredSettingError(
+                f"layer {self.layer!r} reads {name}, which its declaration's "
+                f"settings do not list ({', '.join(sorted(self.declared))})"
+            )
+        return self._read(name)
+
+    def cap(self, name: str) -> int:
+        """Return the entry-cap setting `name`."""
+        return int(self.value(name))
+
+    def minutes(self, name: str) -> float:
+        """Return the TTL setting `name` (minutes) in seconds."""
+        return float(self.value(name)) * 60.0
+
+    @property
+    def sweep_interval(self) -> float:
+        """Return CACHE_SWEEP_INTERVAL_SECONDS."""
+        return float(self.value(SWEEP_INTERVAL_SETTING))
+
+    def cache(
+        self,
+        name: str,
+        *,
+        cap: str,
+        ttl: float | None,
+        scopes: Mapping[str, ScopeFn] | None = None,
+    ) -> BoundedTTLCache[Any, Any]:
+        """Build one map: the cap from setting `cap`, `ttl` seconds, the sweep interval."""
+        return BoundedTTLCache(
+            name,
+            maxsize=self.cap(cap),
+            ttl=ttl,
+            sweep_interval=self.sweep_interval,
+            scopes=scopes,
+        )
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One cache layer, as its module declares it."""
+
+    name: str
+    description: str
+    policy: EmergencyPolicy
+    key: KeyShape
+    #: Build the layer's caches from its settings, set the module's references
+    #: to them, and return the one the registry holds.
+    build: Callable[[LayerSettings], ManagedCache]
+    #: The cap and TTL settings `build` reads (a change rebuilds the layer).
+    settings: tuple[str, ...] = ()
+    ops: tuple[Operation, ...] = ()
+    mistaken_for: PopulationSpec | None = None
+    #: Read one key afresh from the database (the consistency watcher).
+    reload: Reload | None = None
+    #: False: no write can make an entry stale, so the bus never drops it.
+    invalidatable: bool = True
+    _by_name: dict[str, Operation] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {op.name: op for op in self.ops}
+        clashing = sorted(set(by_name) & set(BUILTIN_OPS))
+        if clashing or len(by_name) != len(self.ops):
+            raise ValueError(f"layer {self.name!r}: bad operation names {clashing}")
+        object.__setattr__(self, "_by_name", by_name)
+
+    def op_names(self) -> list[str]:
+        """Return every operation's name, built-ins first."""
+        return [*BUILTIN_OPS, *sorted(self._by_name)]
+
+    def operation(self, name: str) -> Operation:
+        """Return the declared operation `name` (not a built-in one)."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownOperationError(self.name, name, self.op_names()) from None
+
+    def op(self, name: str) -> EventOp:
+        """Return the event maker of operation `name`; an unknown name raises now."""
+        if name == "key":
+            return EventOp(self.name, name, 1, 1)
+        if name == "all":
+            return EventOp(self.name, name, 0, 0)
+        required, most = _arity(self.operation(name).run)
+        return EventOp(self.name, name, required, most)
+
+    def event(self, op: str, *args: Any) -> Event:
+        """Return the event `op(*args)` on this layer, checking the name and arity."""
+        return self.op(op)(*args)
+
+    def phrase(self, op: str, args: tuple[Any, ...]) -> str:
+        """Return a save message's words for `op(*args)` on this layer."""
+        if op == "all":
+            return f"every entry of the {self.name} cache"
+        if op == "key":
+            (key,) = args
+            return self.key.phrase(key) if self.key.phrase else f"{self.name} {key!r}"
+        return self.operation(op).phrase(*args)
+
+    def bound_ops(self) -> dict[str, Callable[..., int]]:
+        """Return {name: run} of the declared operations (the registry's ops)."""
+        return {op.name: op.run for op in self.ops}
+
+    def settings_reader(self, read: Callable[[str], Any]) -> LayerSettings:
+        """Return the reader `build` gets, limited to the declared settings."""
+        return LayerSettings(self.name, self.settings, read)
