@@ -1,11 +1,13 @@
 """The one mapping from a model change to the cache invalidation events it causes.
 
-Each rule names a model (by label, so this module imports no models and is safe
-to import before the app registry is ready), the attribute names its event
-function reads (`reads`) and those whose change matters (`fields`; None means
-every column). A change emits the events of both the old and the new row, so a
-row whose key moved (a persona moved to another server) invalidates both keys.
-Event vocabulary: /tmp/contracts.md, applied by `registry.apply(cache, op, *args)`.
+Each rule names a model (by label), the layers it invalidates (their
+declarations), the attribute names its event function reads (`reads`) and
+those whose change matters (`fields`; None means every column). A change emits
+the events of both the old and the new row, so a row whose key moved (a
+persona moved to another server) invalidates both keys. Events are made only
+through the layers' declared operations (`Layer.op`), applied by
+`registry.apply(cache, op, *args)`. This module imports the layer modules,
+hence the models: import it once the app registry is ready.
 """
 
 from __future__ import annotations
@@ -15,6 +17,23 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+from caches.layers import (
+    channel_llm,
+    channel_prompt,
+    channel_whitelist,
+    emoji_sticker,
+    guild_mcp_config,
+    llm,
+    novelai_subscription,
+    persona_sprite,
+    personal_spotlight,
+    preset_avatar,
+    st_preset,
+    tomori_state,
+    user,
+    webhook,
+)
+from caches.layers.declaration import EventOp, Layer
 from caches.registry import Event
 
 Row = Mapping[str, Any]
@@ -33,14 +52,19 @@ EventsFn = Callable[[Row, Lookup], Iterable[Event]]
 
 @dataclass(frozen=True)
 class Rule:
-    """How changes of one model's rows invalidate one or more caches."""
+    """How changes of one model's rows invalidate one or more cache layers."""
 
     model: str
-    caches: tuple[str, ...]
+    layers: tuple[Layer, ...]
     reads: tuple[str, ...]
     events: EventsFn
     fields: tuple[str, ...] | None = None
     m2m: tuple[str, ...] = ()
+
+    @property
+    def caches(self) -> tuple[str, ...]:
+        """Return the names of the layers this rule invalidates."""
+        return tuple(layer.name for layer in self.layers)
 
     def relevant(self, attnames: Iterable[str]) -> frozenset[str]:
         """Return the attribute names whose change makes this rule fire."""
@@ -48,24 +72,46 @@ class Rule:
         return frozenset(fields) | frozenset(self.reads)
 
 
-def event(cache_name: str, op: str, *args: Any) -> Event:
-    """Return the event `op(*args)` on `cache_name`, or `all` when a lookup failed."""
+def event(op: EventOp, *args: Any) -> Event:
+    """Return the event `op(*args)`, or its layer's `all` when a lookup failed."""
     if any(arg is None for arg in args):
         # The row a key needs is gone (raw delete): dropping the cache is safe.
-        return Event(cache_name, "all")
-    return Event(cache_name, op, args)
+        return Event(op.cache, "all")
+    return op(*args)
+
+
+# Every event is made through its layer's declared operations, bound here at
+# import: a renamed or missing operation fails the import, not a later save.
+STATE_KEY = tomori_state.LAYER.op("key")
+USER_KEY = user.LAYER.op("key")
+USER_BLACKLIST = user.LAYER.op("blacklist")
+USER_BLACKLIST_SERVER = user.LAYER.op("blacklist_server")
+EXPRESSIONS_KEY = emoji_sticker.LAYER.op("key")
+WHITELIST_SERVER = channel_whitelist.LAYER.op("server")
+WHITELIST_CHANNEL = channel_whitelist.LAYER.op("channel")
+CHANNEL_LLM_CHANNEL = channel_llm.LAYER.op("channel")
+CHANNEL_PROMPT_KEY = channel_prompt.LAYER.op("key")
+SPOTLIGHT = personal_spotlight.LAYER.op("spotlight")
+ST_PRESET_KEY = st_preset.LAYER.op("key")
+SPRITES_KEY = persona_sprite.LAYER.op("key")
+WEBHOOK_CHANNEL = webhook.LAYER.op("channel")
+WEBHOOK_PERSONA = webhook.LAYER.op("persona")
+PRESET_AVATAR_KEY = preset_avatar.LAYER.op("key")
+LLM_KEY = llm.LAYER.op("key")
+LLM_RELOAD = llm.LAYER.op("reload")
 
 
 def _tomori_state(row: Row, look: Lookup) -> list[Event]:
-    return [event("tomori_state", "key", look.server_disc_id(row["server_id"]))]
+    return [event(STATE_KEY, look.server_disc_id(row["server_id"]))]
 
 
 def _whitelist_server(row: Row, look: Lookup) -> list[Event]:
-    return [event("channel_whitelist", "server", look.server_disc_id(row["server_id"]))]
+    return [event(WHITELIST_SERVER, look.server_disc_id(row["server_id"]))]
 
 
-def _by_server_id(cache_name: str) -> EventsFn:
-    return lambda row, _look: [event(cache_name, "key", row["server_id"])]
+def _by_server_id(layer: Layer) -> EventsFn:
+    op = layer.op("key")
+    return lambda row, _look: [event(op, row["server_id"])]
 
 
 def _server_rules() -> list[Rule]:
@@ -73,31 +119,29 @@ def _server_rules() -> list[Rule]:
     return [
         Rule(
             server,
-            ("tomori_state",),
+            (tomori_state.LAYER,),
             ("server_disc_id",),
-            lambda row, _l: [event("tomori_state", "key", row["server_disc_id"])],
+            lambda row, _l: [event(STATE_KEY, row["server_disc_id"])],
         ),
         Rule(
             server,
-            ("emoji_sticker",),
+            (emoji_sticker.LAYER,),
             ("id",),
-            lambda row, _l: [event("emoji_sticker", "key", row["id"])],
+            lambda row, _l: [event(EXPRESSIONS_KEY, row["id"])],
             fields=("emoji_usage_enabled", "sticker_usage_enabled"),
         ),
         Rule(
             server,
-            ("channel_whitelist",),
+            (channel_whitelist.LAYER,),
             ("server_disc_id",),
-            lambda row, _l: [
-                event("channel_whitelist", "server", row["server_disc_id"])
-            ],
+            lambda row, _l: [event(WHITELIST_SERVER, row["server_disc_id"])],
             fields=("channel_whitelist_enabled",),
         ),
         Rule(
             server,
-            ("user",),
+            (user.LAYER,),
             ("server_disc_id",),
-            lambda row, _l: [event("user", "blacklist_server", row["server_disc_id"])],
+            lambda row, _l: [event(USER_BLACKLIST_SERVER, row["server_disc_id"])],
             fields=(),
         ),
     ]
@@ -107,30 +151,33 @@ def _persona_rules() -> list[Rule]:
     persona = "tomori.Persona"
     return [
         Rule(
-            "tomori.ServerModelConfig", ("tomori_state",), ("server_id",), _tomori_state
+            "tomori.ServerModelConfig",
+            (tomori_state.LAYER,),
+            ("server_id",),
+            _tomori_state,
         ),
-        Rule(persona, ("tomori_state",), ("server_id",), _tomori_state),
+        Rule(persona, (tomori_state.LAYER,), ("server_id",), _tomori_state),
         Rule(
             persona,
-            ("webhook",),
+            (webhook.LAYER,),
             ("id",),
-            lambda row, _l: [event("webhook", "persona", row["id"])],
+            lambda row, _l: [event(WEBHOOK_PERSONA, row["id"])],
             fields=("avatar_url", "name"),
         ),
         # Whitelist entries carry persona restrictions; a deleted persona's
         # m2m rows vanish without a signal, so the persona row answers for them.
         Rule(
             persona,
-            ("channel_whitelist",),
+            (channel_whitelist.LAYER,),
             ("server_id",),
             _whitelist_server,
             fields=("name",),
         ),
         Rule(
             "tomori.Llm",
-            ("llm",),
+            (llm.LAYER,),
             ("id",),
-            lambda row, _l: [event("llm", "key", row["id"]), Event("llm", "reload")],
+            lambda row, _l: [event(LLM_KEY, row["id"]), LLM_RELOAD()],
         ),
     ]
 
@@ -138,60 +185,56 @@ def _persona_rules() -> list[Rule]:
 def _user_rules() -> list[Rule]:
     def blacklist(row: Row, look: Lookup) -> list[Event]:
         server = look.server_disc_id(row["server_id"])
-        user = look.user_disc_id(row["user_id"])
-        return [event("user", "blacklist", server, user)]
+        user_disc_id = look.user_disc_id(row["user_id"])
+        return [event(USER_BLACKLIST, server, user_disc_id)]
 
     return [
         Rule(
             "tomori.User",
-            ("user",),
+            (user.LAYER,),
             ("user_disc_id",),
-            lambda row, _l: [event("user", "key", row["user_disc_id"])],
+            lambda row, _l: [event(USER_KEY, row["user_disc_id"])],
         ),
-        Rule("tomori.UserBlacklist", ("user",), ("server_id", "user_id"), blacklist),
+        Rule(
+            "tomori.UserBlacklist", (user.LAYER,), ("server_id", "user_id"), blacklist
+        ),
     ]
 
 
 def _channel_rules() -> list[Rule]:
     def whitelist_channel(row: Row, look: Lookup) -> list[Event]:
         server = look.server_disc_id(row["server_id"])
-        return [event("channel_whitelist", "channel", server, row["channel_disc_id"])]
+        return [event(WHITELIST_CHANNEL, server, row["channel_disc_id"])]
 
     key = ("server_id", "channel_disc_id")
     return [
         Rule(
             "tomori.WhitelistedChannel",
-            ("channel_whitelist",),
+            (channel_whitelist.LAYER,),
             key,
             whitelist_channel,
             m2m=("personas",),
         ),
         Rule(
             "tomori.WhitelistedRole",
-            ("channel_whitelist",),
+            (channel_whitelist.LAYER,),
             ("server_id",),
             _whitelist_server,
         ),
         Rule(
             "tomori.ChannelLlmOverride",
-            ("channel_llm",),
+            (channel_llm.LAYER,),
             key,
             lambda row, _l: [
-                event(
-                    "channel_llm", "channel", row["server_id"], row["channel_disc_id"]
-                )
+                event(CHANNEL_LLM_CHANNEL, row["server_id"], row["channel_disc_id"])
             ],
         ),
         Rule(
             "tomori.ChannelPromptOverride",
-            ("channel_prompt",),
+            (channel_prompt.LAYER,),
             key,
             lambda row, _l: [
-                Event(
-                    "channel_prompt",
-                    "key",
-                    ((row["server_id"], row["channel_disc_id"]),),
-                )
+                CHANNEL_PROMPT_KEY((row["server_id"], row["channel_disc_id"]))
             ],
         ),
     ]
@@ -199,49 +242,50 @@ def _channel_rules() -> list[Rule]:
 
 def _guild_rules() -> list[Rule]:
     def spotlight(row: Row, _look: Lookup) -> list[Event]:
-        args = (row["server_id"], row["user_id"], row["channel_disc_id"])
-        return [Event("personal_spotlight", "spotlight", args)]
+        return [SPOTLIGHT(row["server_id"], row["user_id"], row["channel_disc_id"])]
 
     def st_node(row: Row, look: Lookup) -> list[Event]:
-        return [event("st_preset", "key", look.preset_server_id(row["preset_id"]))]
+        return [event(ST_PRESET_KEY, look.preset_server_id(row["preset_id"]))]
 
     sid = ("server_id",)
     return [
         Rule(
             "tomori.ServerExpression",
-            ("emoji_sticker",),
+            (emoji_sticker.LAYER,),
             sid,
-            _by_server_id("emoji_sticker"),
+            _by_server_id(emoji_sticker.LAYER),
         ),
         Rule(
             "tomori.ServerExpressionSync",
-            ("emoji_sticker",),
+            (emoji_sticker.LAYER,),
             sid,
-            _by_server_id("emoji_sticker"),
+            _by_server_id(emoji_sticker.LAYER),
         ),
         Rule(
             "tomori.GuildMcpServerConfig",
-            ("guild_mcp_config",),
+            (guild_mcp_config.LAYER,),
             sid,
-            _by_server_id("guild_mcp_config"),
+            _by_server_id(guild_mcp_config.LAYER),
             # display_metadata and tool_names_updated_at are not served from the cache.
             fields=("tool_names", "enabled", "url", "name"),
         ),
         Rule(
             "tomori.NovelAiSubscription",
-            ("novelai_subscription",),
+            (novelai_subscription.LAYER,),
             sid,
-            _by_server_id("novelai_subscription"),
+            _by_server_id(novelai_subscription.LAYER),
             fields=("tier", "context_limit"),
         ),
         Rule(
             "tomori.PersonalSpotlight",
-            ("personal_spotlight",),
+            (personal_spotlight.LAYER,),
             ("server_id", "user_id", "channel_disc_id"),
             spotlight,
         ),
-        Rule("tomori.StPreset", ("st_preset",), sid, _by_server_id("st_preset")),
-        Rule("tomori.StPresetNode", ("st_preset",), ("preset_id",), st_node),
+        Rule(
+            "tomori.StPreset", (st_preset.LAYER,), sid, _by_server_id(st_preset.LAYER)
+        ),
+        Rule("tomori.StPresetNode", (st_preset.LAYER,), ("preset_id",), st_node),
     ]
 
 
@@ -249,21 +293,21 @@ def _asset_rules() -> list[Rule]:
     return [
         Rule(
             "tomori.PersonaSprite",
-            ("persona_sprite",),
+            (persona_sprite.LAYER,),
             ("persona_id",),
-            lambda row, _l: [event("persona_sprite", "key", row["persona_id"])],
+            lambda row, _l: [event(SPRITES_KEY, row["persona_id"])],
         ),
         Rule(
             "tomori.ManagedWebhook",
-            ("webhook",),
+            (webhook.LAYER,),
             ("channel_disc_id",),
-            lambda row, _l: [event("webhook", "channel", row["channel_disc_id"])],
+            lambda row, _l: [event(WEBHOOK_CHANNEL, row["channel_disc_id"])],
         ),
         Rule(
             "tomori.PresetPersona",
-            ("preset_avatar",),
+            (preset_avatar.LAYER,),
             ("id",),
-            lambda row, _l: [event("preset_avatar", "key", row["id"])],
+            lambda row, _l: [event(PRESET_AVATAR_KEY, row["id"])],
         ),
     ]
 
@@ -303,7 +347,7 @@ def row_events(rule: Rule, row: Row, lookup: Lookup, *, pk: str = "id") -> list[
     """Return the events of one row under `rule` (`all` when its key is unknown)."""
     if pk in rule.reads and row.get(pk) is None:
         # bulk_create(ignore_conflicts=True) leaves pks unset on some backends.
-        return [Event(name, "all") for name in rule.caches]
+        return [layer.op("all")() for layer in rule.layers]
     return list(rule.events(row, lookup))
 
 

@@ -14,7 +14,7 @@ import pkgutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from caches.layers.declaration import SWEEP_INTERVAL_SETTING, Layer
+from caches.layers.declaration import Layer
 from caches.registry import CacheRegistry, UnknownCacheError, registry
 
 logger = logging.getLogger(__name__)
@@ -50,16 +50,13 @@ def load_all(*, strict: bool = True) -> list[str]:
                 raise
             logger.exception("could not import cache layer %s", name)
             continue
-        if layer is not None:  # TRANSITION: undeclared layers register at import
-            _declared[layer.name] = layer
+        _declared[layer.name] = layer
         loaded.append(name)
     return loaded
 
 
-def _declaration_of(module: Any, name: str) -> Layer | None:
+def _declaration_of(module: Any, name: str) -> Layer:
     layer = getattr(module, "LAYER", None)
-    if layer is None:
-        return None  # TRANSITION
     if not isinstance(layer, Layer):
         raise TypeError(f"cache layer module {name} declares no LAYER = Layer(...)")
     if layer.name != name:
@@ -107,6 +104,7 @@ def build_registry(*, into: CacheRegistry | None = None) -> list[str]:
     worker start) are dropped: whoever registered them registers them again.
     """
     target = into or registry
+    target.reset()
     for layer in declared_layers().values():
         build_layer(layer, into=target)
     return target.names()
@@ -121,10 +119,7 @@ def ensure_registry() -> list[str]:
 
 def layers_reading(setting: str) -> list[Layer]:
     """Return the layers whose caches are built from `setting`."""
-    layers = declared_layers().values()
-    if setting == SWEEP_INTERVAL_SETTING:
-        return list(layers)
-    return [layer for layer in layers if setting in layer.settings]
+    return [layer for layer in declared_layers().values() if setting in layer.settings]
 
 
 def rebuild_layers_reading(setting: str) -> list[str]:

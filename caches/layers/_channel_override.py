@@ -15,16 +15,22 @@ from typing import Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int_pair,
-    run_db,
-)
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._support import cached, parse_int_pair, run_db
+from caches.layers.declaration import KeyShape, LayerSettings
 
 V = TypeVar("V")
+
+#: The TTL both override layers are built with (the Tomori state's).
+TTL_SETTING = "TOMORI_STATE_CACHE_TTL_MINUTES"
+
+
+def override_key(phrase: Callable[[tuple[int, int]], str]) -> KeyShape:
+    """Return the key shape of an override layer, with its save-message words."""
+    return KeyShape(
+        help="server_id:channel_disc_id (internal server id, Discord channel id)",
+        parse=parse_int_pair,
+        phrase=phrase,
+    )
 
 
 def _server_scope(key: tuple[int, int]) -> tuple[int]:
@@ -32,34 +38,25 @@ def _server_scope(key: tuple[int, int]) -> tuple[int]:
 
 
 class ChannelOverrideCache(Generic[V]):
-    """One registered layer of per-channel overrides (None: the channel has none)."""
+    """One layer of per-channel overrides (None: the channel has none)."""
 
     def __init__(
         self,
         name: str,
+        config: LayerSettings,
         *,
         cap_setting: str,
         load: Callable[[int, int], V | None],
-        description: str,
     ) -> None:
-        """Build and register the layer; `load(server_id, channel_disc_id)` reads."""
+        """Build the layer's map from `config`; `load(server_id, channel_disc_id)` reads."""
         self.name = name
-        self.cache: BoundedTTLCache[tuple[int, int], V | None] = new_cache(
+        self.cache: BoundedTTLCache[tuple[int, int], V | None] = config.cache(
             name,
-            cap_setting=cap_setting,
-            ttl=minutes_setting("TOMORI_STATE_CACHE_TTL_MINUTES"),
+            cap=cap_setting,
+            ttl=config.minutes(TTL_SETTING),
             scopes={"server": _server_scope},
         )
         self._load_row = load
-        registry.register(
-            name,
-            self.cache,
-            policy=EmergencyPolicy.CLEAR,
-            description=description,
-            key_help="server_id:channel_disc_id (internal server id, Discord channel id)",
-            parse_key=parse_int_pair,
-            ops={"server": self.invalidate_server, "channel": self.invalidate},
-        )
 
     async def get(
         self, server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None

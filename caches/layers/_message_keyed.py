@@ -1,7 +1,7 @@
 """A message-id keyed TTL cache that tells "expired" from "never seen".
 
 Shared by the voice transcript and markdown table layers, which
-`message_keyed_layer` builds and registers alike. Values live in a
+`build_message_keyed` builds alike (and `MESSAGE_KEY` keys alike). Values live in a
 `BoundedTTLCache`; beside it, a ring of the last `seen_cap` message ids ever
 stored (an int in a deque and a set: roughly 70-100 bytes each, values are
 not kept) answers whether a missing id was once there. So the "Show Markdown"
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock
-from caches.layers._support import knob, minutes_setting, parse_int
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._support import parse_int
+from caches.layers.declaration import KeyShape, LayerSettings
 
 V = TypeVar("V")
 
@@ -132,25 +132,20 @@ def parse_snowflake(text: str) -> int:
     return parse_int(text)
 
 
-def message_keyed_layer(
-    name: str, *, cap_setting: str, ttl_setting: str, description: str
-) -> MessageKeyedCache[Any]:
-    """Build a layer from its cap and ttl (minutes) settings and register it.
+#: The key of every message-keyed layer.
+MESSAGE_KEY = KeyShape(help="a Discord message id", parse=parse_snowflake)
 
-    Cleared in an emergency, and not invalidatable: what a sent message
-    carried never changes, so a bus gap cannot make an entry stale.
+
+def build_message_keyed(
+    name: str, config: LayerSettings, *, cap_setting: str, ttl_setting: str
+) -> MessageKeyedCache[Any]:
+    """Build a layer's cache from its cap and ttl (minutes) settings.
+
+    Such layers are cleared in an emergency and not invalidatable: what a
+    sent message carried never changes, so a bus gap cannot make it stale.
     """
-    cache: MessageKeyedCache[Any] = MessageKeyedCache(
+    return MessageKeyedCache(
         name,
-        maxsize=int(knob(cap_setting)),
-        ttl=minutes_setting(ttl_setting),
-    )
-    return registry.register(
-        name,
-        cache,
-        policy=EmergencyPolicy.CLEAR,
-        invalidatable=False,
-        description=description,
-        key_help="a Discord message id",
-        parse_key=parse_snowflake,
+        maxsize=config.cap(cap_setting),
+        ttl=config.minutes(ttl_setting),
     )

@@ -1,6 +1,7 @@
 """A static token-limit map served through a cache, for the provider capability layers.
 
-`static_limit_layer` builds and registers one the same way for every provider.
+`StaticLimitMap` is built the same way for every provider, and
+`static_limit_key` gives each the same key shape.
 The table is code, so the cache in front of it is refilled from the table on
 a miss: clearing it (an operator, or a test's `registry.clear_all()`) frees
 memory and loses nothing. Lookups normalise the model name (lowercase, no
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from caches.core import MISSING, BoundedTTLCache
-from caches.registry import EmergencyPolicy, registry
+from caches.layers.declaration import KeyShape
 
 #: Distinct names remembered (known and unknown) per map.
 MAX_NAMES = 512
@@ -34,7 +35,11 @@ class StaticLimitMap:
     """A read-only name -> TokenLimits table with a bounded lookup cache."""
 
     def __init__(
-        self, name: str, table: Mapping[str, TokenLimits], *, prefixes: tuple[str, ...]
+        self,
+        name: str,
+        table: Mapping[str, TokenLimits],
+        *,
+        prefixes: tuple[str, ...],
     ) -> None:
         self.table = MappingProxyType(dict(table))
         self.prefixes = prefixes
@@ -44,17 +49,7 @@ class StaticLimitMap:
 
     def normalise(self, model: str) -> str:
         """Return the lookup form of a model name."""
-        name = model.strip().lower()
-        for prefix in self.prefixes:
-            name = name.removeprefix(prefix)
-        return name
-
-    def parse_key(self, text: str) -> str:
-        """Turn an operator-typed model name into its cache key."""
-        name = self.normalise(text)
-        if not name:
-            raise ValueError("the model name is empty")
-        return name
+        return normalise_model(model, self.prefixes)
 
     def resolve(self, name: str) -> TokenLimits | None:
         """Return the limits of a normalised name from the table (no cache)."""
@@ -73,27 +68,26 @@ class StaticLimitMap:
         return value
 
 
-def static_limit_layer(
-    name: str,
-    table: Mapping[str, TokenLimits],
-    *,
-    prefixes: tuple[str, ...],
-    description: str,
-    key_example: str,
-) -> StaticLimitMap:
-    """Build a provider's limit map and register its cache under `name`.
+def normalise_model(model: str, prefixes: tuple[str, ...]) -> str:
+    """Return the lookup form of a model name: lowercase, provider prefixes removed."""
+    name = model.strip().lower()
+    for prefix in prefixes:
+        name = name.removeprefix(prefix)
+    return name
 
-    Preserved in an emergency and not invalidatable: the table is code, so no
-    write can make an entry stale and a clear would only cost refills.
+
+def static_limit_key(prefixes: tuple[str, ...], *, example: str) -> KeyShape:
+    """Return the key shape of a provider's map: a normalised model name.
+
+    Such layers are preserved in an emergency and not invalidatable: the
+    table is code, so no write can make an entry stale and a clear would
+    only cost refills.
     """
-    limits = StaticLimitMap(name, table, prefixes=prefixes)
-    registry.register(
-        name,
-        limits.cache,
-        policy=EmergencyPolicy.PRESERVE,
-        invalidatable=False,
-        description=description,
-        parse_key=limits.parse_key,
-        key_help=f"normalised model name, e.g. {key_example}",
-    )
-    return limits
+
+    def parse(text: str) -> str:
+        name = normalise_model(text, prefixes)
+        if not name:
+            raise ValueError("the model name is empty")
+        return name
+
+    return KeyShape(help=f"normalised model name, e.g. {example}", parse=parse)

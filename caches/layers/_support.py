@@ -1,8 +1,7 @@
-"""Helpers shared by the cache layers: settings-driven caches, key parsers, threads."""
+"""Helpers shared by the cache layers: settings, composite caches, key parsers, threads."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from caches.core import (
@@ -11,7 +10,6 @@ from caches.core import (
     Clock,
     DoNotCache,
     Loader,
-    ScopeFn,
     current_flight,
 )
 from caches.database import run_db as run_db  # the layers import it from here
@@ -23,28 +21,6 @@ from tomori.models.validation import parse_snowflake
 def knob(name: str) -> Any:
     """Return the knob `name` of the current typed settings (`tomori.knobs.knobs()`)."""
     return getattr(knobs(), name)
-
-
-def minutes_setting(name: str) -> float:
-    """Return the TTL setting `name` (minutes) in seconds."""
-    return float(knob(name)) * 60.0
-
-
-def new_cache(
-    name: str,
-    *,
-    cap_setting: str,
-    ttl: float | None,
-    scopes: Mapping[str, ScopeFn] | None = None,
-) -> BoundedTTLCache[Any, Any]:
-    """Build a layer's cache with its cap setting, `ttl` seconds, the sweep interval
-    and its scope indexes (see `caches.core.store`)."""
-    return BoundedTTLCache(
-        name,
-        maxsize=int(knob(cap_setting)),
-        ttl=ttl,
-        scopes=scopes,
-    )
 
 
 def unwrapped(result: Any) -> Any:

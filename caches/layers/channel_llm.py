@@ -8,10 +8,26 @@ time. A database error answers "no override" and caches nothing (see
 
 from __future__ import annotations
 
-from caches.layers._channel_override import ChannelOverrideCache
+from typing import Any
+
+from caches.layers._channel_override import (
+    TTL_SETTING,
+    ChannelOverrideCache,
+    override_key,
+)
+from caches.layers.declaration import (
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
 from tomori.repositories import channels as channels_repo
+from tomori.repositories import population
 
 NAME = "channel_llm"
+CAP_SETTING = "CHANNEL_LLM_CACHE_MAX_ENTRIES"
 
 
 def _load_own(server_id: int, channel_disc_id: int) -> int | None:
@@ -21,13 +37,19 @@ def _load_own(server_id: int, channel_disc_id: int) -> int | None:
     return overrides.get(channel_disc_id)
 
 
-_overrides: ChannelOverrideCache[int] = ChannelOverrideCache(
-    NAME,
-    cap_setting="CHANNEL_LLM_CACHE_MAX_ENTRIES",
-    load=_load_own,
-    description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
-)
-_cache = _overrides.cache
+# Set by _build when the registry is built.
+_overrides: ChannelOverrideCache[int] = unbuilt(NAME)
+_cache: Any = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> Any:
+    """Build the override map from the layer's settings."""
+    global _overrides, _cache
+    _overrides = ChannelOverrideCache(
+        NAME, config, cap_setting=CAP_SETTING, load=_load_own
+    )
+    _cache = _overrides.cache
+    return _cache
 
 
 async def get_cached_channel_llm(
@@ -44,3 +66,43 @@ def invalidate_channel_llm_cache(
 ) -> int:
     """Drop one channel's entry, or every entry of the server; return removals."""
     return _overrides.invalidate(server_id, channel_disc_id)
+
+
+def invalidate_channel_llm_server(server_id: int) -> int:
+    """Drop every entry of the server; return removals."""
+    return _overrides.invalidate(server_id)
+
+
+def _channel_phrase(s: int, c: int | None = None) -> str:
+    return (
+        f"channel LLM overrides of server #{s}"
+        if c is None
+        else f"LLM override of channel {c} and its threads in server #{s}"
+    )
+
+
+LAYER = Layer(
+    name=NAME,
+    description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
+    policy=EmergencyPolicy.CLEAR,
+    key=override_key(lambda k: f"LLM override of channel {k[1]} in server #{k[0]}"),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    ops=(
+        Operation(
+            "server",
+            invalidate_channel_llm_server,
+            description="Drop every override entry of one server.",
+            phrase=lambda s: f"channel LLM overrides of server #{s}",
+        ),
+        Operation(
+            "channel",
+            invalidate_channel_llm_cache,
+            description="Drop one channel's entry (its threads inherit at read time).",
+            phrase=_channel_phrase,
+        ),
+    ),
+    mistaken_for=PopulationSpec(
+        "channel LLM overrides", population.channel_llm_overrides
+    ),
+)

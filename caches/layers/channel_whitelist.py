@@ -15,15 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from caches.core import MISSING, BoundedTTLCache
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.repositories import channels as channels_repo
+from tomori.repositories import population
 from tomori.repositories.channels import WhitelistDecision
 
 NAME = "channel_whitelist"
@@ -48,12 +51,22 @@ def _channel_scope(key: WhitelistKey) -> tuple[tuple[int, int], ...]:
     return ((key[0], key[1]), (key[0], key[2]))
 
 
-_cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = new_cache(
-    NAME,
-    cap_setting="CHANNEL_WHITELIST_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("CHANNEL_WHITELIST_CACHE_TTL_MINUTES"),
-    scopes={"server": _server_scope, "channel": _channel_scope},
-)
+CAP_SETTING = "CHANNEL_WHITELIST_CACHE_MAX_ENTRIES"
+TTL_SETTING = "CHANNEL_WHITELIST_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[WhitelistKey, WhitelistDecision]:
+    """Build the decision map (scoped by server and channel) from the settings."""
+    global _cache
+    _cache = config.cache(
+        NAME,
+        cap=CAP_SETTING,
+        ttl=config.minutes(TTL_SETTING),
+        scopes={"server": _server_scope, "channel": _channel_scope},
+    )
+    return _cache
 
 
 #: Distinct role sets kept for sharing (cleared whole when full: only memory).
@@ -155,15 +168,44 @@ def parse_whitelist_key(text: str) -> WhitelistKey:
     )
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+def _channel_phrase(server_disc_id: int, channel_disc_id: int | None = None) -> str:
+    if channel_disc_id is None:
+        return f"channel whitelist of server {server_disc_id}"
+    return (
+        f"channel whitelist of channel {channel_disc_id} and its threads "
+        f"in server {server_disc_id}"
+    )
+
+
+LAYER = Layer(
+    name=NAME,
     description="Whitelist decisions per channel (thread parent) and member roles.",
-    key_help=(
-        "server_disc_id:channel_disc_id:parent_disc_id:roles, parent empty (or 0) "
-        "for a non-thread, roles '?' (unknown), '-' (none) or ids joined by ','"
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help=(
+            "server_disc_id:channel_disc_id:parent_disc_id:roles, parent empty "
+            "(or 0) for a non-thread, roles '?' (unknown), '-' (none) or ids "
+            "joined by ','"
+        ),
+        parse=parse_whitelist_key,
     ),
-    parse_key=parse_whitelist_key,
-    ops={"server": invalidate_server_whitelist, "channel": invalidate_whitelist_cache},
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    ops=(
+        Operation(
+            "server",
+            invalidate_server_whitelist,
+            description="Drop every decision of one server.",
+            phrase=lambda s: f"channel whitelist of server {s}",
+        ),
+        Operation(
+            "channel",
+            invalidate_whitelist_cache,
+            description="Drop one channel's decisions and its threads'.",
+            phrase=_channel_phrase,
+        ),
+    ),
+    mistaken_for=PopulationSpec(
+        "whitelisted channels", population.whitelisted_channels
+    ),
 )

@@ -33,9 +33,6 @@ from caches.registry import (
     parse_plain_key,
 )
 
-#: Read by every layer's build (not declared per layer).
-SWEEP_INTERVAL_SETTING = "CACHE_SWEEP_INTERVAL_SECONDS"
-
 
 class LayerNotBuilt(RuntimeError):
     """A layer's cache was used before the registry was built."""
@@ -141,7 +138,7 @@ class LayerSettings:
         self, layer: str, declared: tuple[str, ...], read: Callable[[str], Any]
     ) -> None:
         self.layer = layer
-        self.declared = frozenset(declared) | {SWEEP_INTERVAL_SETTING}
+        self.declared = frozenset(declared)
         self._read = read
 
     def value(self, name: str) -> Any:
@@ -161,11 +158,6 @@ class LayerSettings:
         """Return the TTL setting `name` (minutes) in seconds."""
         return float(self.value(name)) * 60.0
 
-    @property
-    def sweep_interval(self) -> float:
-        """Return CACHE_SWEEP_INTERVAL_SECONDS."""
-        return float(self.value(SWEEP_INTERVAL_SETTING))
-
     def cache(
         self,
         name: str,
@@ -174,14 +166,8 @@ class LayerSettings:
         ttl: float | None,
         scopes: Mapping[str, ScopeFn] | None = None,
     ) -> BoundedTTLCache[Any, Any]:
-        """Build one map: the cap from setting `cap`, `ttl` seconds, the sweep interval."""
-        return BoundedTTLCache(
-            name,
-            maxsize=self.cap(cap),
-            ttl=ttl,
-            sweep_interval=self.sweep_interval,
-            scopes=scopes,
-        )
+        """Build one map: the cap from setting `cap`, `ttl` seconds, its scopes."""
+        return BoundedTTLCache(name, maxsize=self.cap(cap), ttl=ttl, scopes=scopes)
 
 
 @dataclass(frozen=True)

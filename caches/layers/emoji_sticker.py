@@ -17,17 +17,19 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from caches.core import MISSING, SingleFlight
+from caches.core import MISSING, BoundedTTLCache, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.repositories import expressions as expressions_repo
+from tomori.repositories import population
 from tomori.repositories.expressions import (
     ExpressionRecord,
     ExpressionSyncState,
@@ -52,11 +54,19 @@ class GuildExpressions:
     stickers: Sequence[GuildExpression]
 
 
-_cache = new_cache(
-    NAME,
-    cap_setting="EMOJI_STICKER_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("EMOJI_STICKER_CACHE_TTL_MINUTES"),
-)
+CAP_SETTING = "EMOJI_STICKER_CACHE_MAX_ENTRIES"
+TTL_SETTING = "EMOJI_STICKER_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[int, StoredExpressions] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, StoredExpressions]:
+    """Build the layer's map from its settings."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    return _cache
+
+
 _syncs: SingleFlight[int, None] = SingleFlight("emoji-sync")
 
 
@@ -172,11 +182,16 @@ def invalidate_emoji_sticker_cache(server_id: int) -> int:
     return _cache.invalidate(server_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="Stored emojis and stickers per server (after the lazy sync check).",
-    key_help="server_id (the internal server id, not the Discord id)",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="server_id (the internal server id, not the Discord id)",
+        parse=parse_int,
+        phrase=lambda s: f"emojis and stickers of server #{s}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec("servers", population.servers),
 )

@@ -15,16 +15,17 @@ from typing import Literal
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed, served_stale
-from caches.layers._support import (
-    StaleFallbackCache,
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.layers._support import StaleFallbackCache, cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.repositories import integrations as integrations_repo
+from tomori.repositories import population
 from tomori.repositories.integrations import McpServerConfigRecord
 
 NAME = "guild_mcp_config"
@@ -47,12 +48,20 @@ class GuildMcpConfigs:
         return tuple(c for c in self.configs if c.enabled)
 
 
-_fresh: BoundedTTLCache[int, GuildMcpConfigs] = new_cache(
-    NAME,
-    cap_setting="GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("GUILD_MCP_CONFIG_CACHE_TTL_MINUTES"),
-)
-_cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS)
+CAP_SETTING = "GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES"
+TTL_SETTING = "GUILD_MCP_CONFIG_CACHE_TTL_MINUTES"
+
+# Set by _build when the registry is built.
+_fresh: BoundedTTLCache[int, GuildMcpConfigs] = unbuilt(NAME)
+_cache: StaleFallbackCache = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> StaleFallbackCache:
+    """Build the fresh and last-good maps from the layer's settings."""
+    global _fresh, _cache
+    _fresh = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    _cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS)
+    return _cache
 
 
 async def _load(server_id: int) -> GuildMcpConfigs:
@@ -83,12 +92,19 @@ def invalidate_guild_mcp_config_cache(server_id: int) -> int:
     return _cache.invalidate(server_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="MCP server configs per guild (fresh, or stale after a failed reload).",
-    key_help="server_id (the internal server id)",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="server_id (the internal server id)",
+        parse=parse_int,
+        phrase=lambda s: f"MCP configuration of server #{s}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec(
+        "servers with MCP servers", population.servers_with_mcp_servers
+    ),
     reload=_load,
 )

@@ -16,14 +16,24 @@ from typing import Any
 
 from caches.core import BoundedTTLCache, Clock, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import new_cache, parse_int, run_db
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._support import parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
 from tomori.repositories import llms as llms_repo
+from tomori.repositories import population
 from tomori.repositories.llms import LlmRecord
 
 logger = logging.getLogger(__name__)
 
 NAME = "llm"
+CAP_SETTING = "LLM_CACHE_MAX_ENTRIES"
 
 
 def _by_codename(record: LlmRecord) -> tuple[str, str]:
@@ -33,8 +43,8 @@ def _by_codename(record: LlmRecord) -> tuple[str, str]:
 class LlmCache:
     """The llms rows by id, plus provider indexes rebuilt on every warm."""
 
-    def __init__(self) -> None:
-        self.by_id = new_cache(NAME, cap_setting="LLM_CACHE_MAX_ENTRIES", ttl=None)
+    def __init__(self, by_id: BoundedTTLCache[int, LlmRecord]) -> None:
+        self.by_id = by_id
         self.name = NAME
         self.by_provider: dict[str, tuple[LlmRecord, ...]] = {}
         self.defaults: dict[str, LlmRecord] = {}
@@ -143,7 +153,14 @@ class LlmCache:
         self.by_id.set_clock(clock)
 
 
-_cache = LlmCache()
+_cache: LlmCache = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> LlmCache:
+    """Build the map by id (no ttl) from the layer's cap setting."""
+    global _cache
+    _cache = LlmCache(config.cache(NAME, cap=CAP_SETTING, ttl=None))
+    return _cache
 
 
 async def initialize_llm_cache() -> bool:
@@ -184,12 +201,25 @@ async def get_llm(llm_id: int) -> LlmRecord | None:
     return get_cached_llm(llm_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.PRESERVE,
+def mark_llm_cache_for_rewarm() -> int:
+    """Keep serving the current map, but re-warm at the next async access."""
+    return _cache.mark_for_rewarm()
+
+
+LAYER = Layer(
+    name=NAME,
     description="LLM models by id, warmed at start from the llms table.",
-    key_help="llm_id",
-    parse_key=parse_int,
-    ops={"reload": _cache.mark_for_rewarm},
+    policy=EmergencyPolicy.PRESERVE,
+    key=KeyShape(help="llm_id", parse=parse_int, phrase=lambda i: f"LLM #{i}"),
+    build=_build,
+    settings=(CAP_SETTING,),
+    ops=(
+        Operation(
+            "reload",
+            mark_llm_cache_for_rewarm,
+            description="Re-warm the whole map at the next access (rows changed).",
+            phrase=lambda: "the LLM list (reloaded)",
+        ),
+    ),
+    mistaken_for=PopulationSpec("LLM rows", population.llms),
 )

@@ -9,21 +9,31 @@ anyway answers EXPIRED, which the button shows as the expired notice.
 from __future__ import annotations
 
 from caches.layers._message_keyed import (
+    MESSAGE_KEY,
     Lookup,
     LookupStatus,
     MessageKeyedCache,
-    message_keyed_layer,
+    build_message_keyed,
 )
+from caches.layers.declaration import Layer, LayerSettings, unbuilt
+from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
 
 NAME = "markdown_table"
 
-_cache: MessageKeyedCache[str] = message_keyed_layer(
-    NAME,
-    cap_setting="MARKDOWN_TABLE_CACHE_MAX_ENTRIES",
-    ttl_setting="MARKDOWN_TABLE_CACHE_TTL_MINUTES",
-    description="Markdown behind rendered table images (message id -> markdown).",
-)
+CAP_SETTING = "MARKDOWN_TABLE_CACHE_MAX_ENTRIES"
+TTL_SETTING = "MARKDOWN_TABLE_CACHE_TTL_MINUTES"
+
+_cache: MessageKeyedCache[str] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> MessageKeyedCache[str]:
+    """Build the layer's cache from its settings."""
+    global _cache
+    _cache = build_message_keyed(
+        NAME, config, cap_setting=CAP_SETTING, ttl_setting=TTL_SETTING
+    )
+    return _cache
 
 
 def markdown_table_cache() -> MessageKeyedCache[str]:
@@ -51,7 +61,18 @@ def invalidate_markdown_table(message_disc_id: int) -> int:
     return _cache.invalidate(message_disc_id)
 
 
+LAYER = Layer(
+    name=NAME,
+    description="Markdown behind rendered table images (message id -> markdown).",
+    policy=EmergencyPolicy.CLEAR,
+    invalidatable=False,
+    key=MESSAGE_KEY,
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+)
+
 __all__ = [
+    "LAYER",
     "Lookup",
     "LookupStatus",
     "cache_markdown_table",

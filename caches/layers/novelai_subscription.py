@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
-from caches.core import MISSING
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from typing import Any
+
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.repositories import integrations as integrations_repo
+from tomori.repositories import population
 from tomori.repositories.integrations import NovelAiSubscriptionRecord
 
 NAME = "novelai_subscription"
 
-_cache = new_cache(
-    NAME,
-    cap_setting="NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES"),
-)
+CAP_SETTING = "NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES"
+TTL_SETTING = "NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[int, Any] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, Any]:
+    """Build the layer's map from its settings."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    return _cache
 
 
 async def get_cached_novelai_subscription(
@@ -40,12 +50,19 @@ def invalidate_novelai_subscription_cache(server_id: int) -> int:
     return _cache.invalidate(server_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="NovelAI tier and context limit per guild (None: no subscription).",
-    key_help="server_id (the internal server id)",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="server_id (the internal server id)",
+        parse=parse_int,
+        phrase=lambda s: f"NovelAI subscription of server #{s}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec(
+        "NovelAI subscriptions", population.novelai_subscriptions
+    ),
     reload=lambda key: run_db(integrations_repo.get_novelai_subscription, key),
 )

@@ -7,25 +7,35 @@ An empty list is cached too (most personas have no sprites). The limits
 
 from __future__ import annotations
 
-from caches.core import MISSING
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from typing import Any
+
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
+from tomori.repositories import population
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories.sprites import SpriteRecord
 
 NAME = "persona_sprite"
 
-_cache = new_cache(
-    NAME,
-    cap_setting="PERSONA_SPRITE_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("PERSONA_SPRITE_CACHE_TTL_MINUTES"),
-)
+CAP_SETTING = "PERSONA_SPRITE_CACHE_MAX_ENTRIES"
+TTL_SETTING = "PERSONA_SPRITE_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[int, Any] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, Any]:
+    """Build the layer's map from its settings."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    return _cache
 
 
 async def get_cached_persona_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
@@ -56,12 +66,17 @@ def invalidate_persona_sprite_cache(persona_id: int) -> int:
     return _cache.invalidate(persona_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="Ordered sprites per persona (an empty list is cached).",
-    key_help="persona_id",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="persona_id",
+        parse=parse_int,
+        phrase=lambda p: f"sprites of persona #{p}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec("personas", population.personas),
     reload=lambda key: run_db(sprites_repo.list_persona_sprites, key),
 )

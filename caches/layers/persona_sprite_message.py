@@ -15,21 +15,24 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 from django.db import Error as DatabaseError
 from django.utils import timezone
 
-from caches.core import MISSING, Clock, DoNotCache
+from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
+from tomori.repositories import population
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories.sprites import SpriteMessageRecord
 
@@ -38,11 +41,17 @@ logger = logging.getLogger(__name__)
 NAME = "persona_sprite_message"
 PRUNE_INTERVAL_SECONDS = 6 * 3600.0
 
-_cache = new_cache(
-    NAME,
-    cap_setting="PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES"),
-)
+CAP_SETTING = "PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES"
+TTL_SETTING = "PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[int, Any] = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, Any]:
+    """Build the layer's map from its settings."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    return _cache
 
 
 class _RetentionPruner:
@@ -154,12 +163,13 @@ async def record_persona_sprite_message(
     return record
 
 
-registry.register(
-    NAME,
-    _cache,
+LAYER = Layer(
+    name=NAME,
+    description="Sprite mapping per sent message (None: no sprite); immutable.",
     policy=EmergencyPolicy.CLEAR,
     invalidatable=False,
-    description="Sprite mapping per sent message (None: no sprite); immutable.",
-    key_help="message_disc_id (the Discord message id)",
-    parse_key=parse_int,
+    key=KeyShape(help="message_disc_id (the Discord message id)", parse=parse_int),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    mistaken_for=PopulationSpec("sprite messages stored", population.sprite_messages),
 )

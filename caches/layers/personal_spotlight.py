@@ -12,25 +12,30 @@ whose ids match exactly (channel 12 never matches channel 123).
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 from django.utils import timezone
 
-from caches.core import MISSING
-from caches.layers._support import (
-    CompositeCache,
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.core import MISSING, BoundedTTLCache
+from caches.layers._support import CompositeCache, cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
+from tomori.repositories import population
 from tomori.repositories import spotlight as spotlight_repo
 from tomori.repositories.spotlight import SpotlightRecord
 
 NAME = "personal_spotlight"
 
-_ttl = minutes_setting("PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES")
+CAP_SETTING = "PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES"
+GATE_CAP_SETTING = "PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES"
+TTL_SETTING = "PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES"
 SpotlightKey = tuple[int, int, int]  # (server_id, user_id, channel_disc_id)
 
 
@@ -46,16 +51,29 @@ def _channel_scope(key: SpotlightKey) -> tuple[tuple[int, int]]:
     return ((key[0], key[2]),)
 
 
-_results = new_cache(
-    NAME,
-    cap_setting="PERSONAL_SPOTLIGHT_CACHE_MAX_ENTRIES",
-    ttl=_ttl,
-    scopes={"server": _server_scope, "user": _user_scope, "channel": _channel_scope},
-)
-_gate = new_cache(
-    f"{NAME}:gate", cap_setting="PERSONAL_SPOTLIGHT_GATE_MAX_ENTRIES", ttl=_ttl
-)
-_cache = CompositeCache(_results, gate=_gate)
+# Set by _build when the registry is built.
+_results: BoundedTTLCache[SpotlightKey, SpotlightRecord | None] = unbuilt(NAME)
+_gate: BoundedTTLCache[int, bool] = unbuilt(NAME)
+_cache: CompositeCache = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> CompositeCache:
+    """Build the result map (scoped) and the per-server gate from the settings."""
+    global _results, _gate, _cache
+    ttl = config.minutes(TTL_SETTING)
+    _results = config.cache(
+        NAME,
+        cap=CAP_SETTING,
+        ttl=ttl,
+        scopes={
+            "server": _server_scope,
+            "user": _user_scope,
+            "channel": _channel_scope,
+        },
+    )
+    _gate = config.cache(f"{NAME}:gate", cap=GATE_CAP_SETTING, ttl=ttl)
+    _cache = CompositeCache(_results, gate=_gate)
+    return _cache
 
 
 def spotlight_cache_key(
@@ -129,12 +147,34 @@ def parse_spotlight_key(text: str) -> Hashable:
     return spotlight_cache_key(*(parse_int(p) for p in parts))
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+def _spotlight_phrase(server_id: int, user_id: Any = None, channel: Any = None) -> str:
+    who = f"user #{user_id}" if user_id is not None else "every user"
+    where = f"channel {channel}" if channel is not None else "every channel"
+    return (
+        f"personal spotlights of {who} in {where} of server #{server_id}, "
+        "and the server's spotlight gate"
+    )
+
+
+LAYER = Layer(
+    name=NAME,
     description="Personal spotlight per server:user:channel, behind a per-server gate.",
-    key_help="server_id:user_id:channel_disc_id for a result, or server_id for the gate",
-    parse_key=parse_spotlight_key,
-    ops={"spotlight": invalidate_personal_spotlight_cache},
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="server_id:user_id:channel_disc_id for a result, or server_id for "
+        "the gate",
+        parse=parse_spotlight_key,
+    ),
+    build=_build,
+    settings=(CAP_SETTING, GATE_CAP_SETTING, TTL_SETTING),
+    ops=(
+        Operation(
+            "spotlight",
+            invalidate_personal_spotlight_cache,
+            description="Drop a server's gate and its results matching exactly "
+            "(user and channel None: every one).",
+            phrase=_spotlight_phrase,
+        ),
+    ),
+    mistaken_for=PopulationSpec("spotlight rows", population.spotlights),
 )

@@ -15,11 +15,19 @@ from pathlib import Path
 
 from django.conf import settings
 
-from caches.core import MISSING
+from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import cached, new_cache, parse_int, run_db
-from caches.registry import EmergencyPolicy, registry
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
+from tomori.repositories import population
 from tomori.repositories import presets as presets_repo
 from tomori.repositories.presets import PresetPersonaRecord
 
@@ -38,7 +46,16 @@ class PresetAvatar:
     png: bytes
 
 
-_cache = new_cache(NAME, cap_setting="PRESET_AVATAR_CACHE_MAX_ENTRIES", ttl=None)
+CAP_SETTING = "PRESET_AVATAR_CACHE_MAX_ENTRIES"
+
+_cache: BoundedTTLCache[int, PresetAvatar | None] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, PresetAvatar | None]:
+    """Build the layer's map (no ttl) from its cap setting."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=None)
+    return _cache
 
 
 def avatars_dir() -> Path:
@@ -143,11 +160,16 @@ def invalidate_preset_avatar_cache(preset_id: int) -> int:
     return _cache.invalidate(preset_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="Preset persona PNG avatars, warmed at start; reloaded lazily.",
-    key_help="preset_id",
-    parse_key=parse_int,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="preset_id",
+        parse=parse_int,
+        phrase=lambda i: f"avatar of preset persona #{i}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING,),
+    mistaken_for=PopulationSpec("preset personas", population.preset_personas),
 )

@@ -19,16 +19,19 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from caches.core import MISSING
+from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
-from caches.layers._support import (
-    cached,
-    minutes_setting,
-    new_cache,
-    parse_int,
-    run_db,
+from caches.layers._support import cached, parse_int, run_db
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
 )
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
+from tomori.repositories import population
 from tomori.repositories import users as users_repo
 from tomori.repositories.users import (
     DEFAULT_PRIVACY_LEVEL,
@@ -47,13 +50,26 @@ def _blacklist_server(key: object) -> tuple[int, ...]:
     return (key[0],) if isinstance(key, tuple) else ()
 
 
-_cache = new_cache(
-    NAME,
-    cap_setting="USER_CACHE_MAX_ENTRIES",
-    ttl=minutes_setting("USER_CACHE_TTL_MINUTES"),
-    # Blacklist answers are keyed (server, user); user rows by the bare id.
-    scopes={"blacklist_user": _blacklist_user, "blacklist_server": _blacklist_server},
-)
+CAP_SETTING = "USER_CACHE_MAX_ENTRIES"
+TTL_SETTING = "USER_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[Any, Any] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[Any, Any]:
+    """Build the one map of rows and blacklist answers from the layer's settings."""
+    global _cache
+    _cache = config.cache(
+        NAME,
+        cap=CAP_SETTING,
+        ttl=config.minutes(TTL_SETTING),
+        # Blacklist answers are keyed (server, user); user rows by the bare id.
+        scopes={
+            "blacklist_user": _blacklist_user,
+            "blacklist_server": _blacklist_server,
+        },
+    )
+    return _cache
 
 
 def blacklist_cache_key(server_disc_id: int, user_disc_id: int) -> tuple[int, int]:
@@ -141,16 +157,32 @@ async def _reload(key: int | tuple[int, int]) -> Any:
     return await run_db(users_repo.get_user_by_disc_id, key)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="User rows (privacy level) and per-server blacklist answers.",
-    key_help="user_disc_id for the row, or server_disc_id:user_disc_id for a blacklist answer",
-    parse_key=parse_user_key,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="user_disc_id for the row, or server_disc_id:user_disc_id for a "
+        "blacklist answer",
+        parse=parse_user_key,
+        phrase=lambda u: f"user {u}",
+    ),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+    ops=(
+        Operation(
+            "blacklist",
+            invalidate_user_blacklist_cache,
+            description="Drop one user's blacklist answer in one server.",
+            phrase=lambda s, u: f"blacklist entry of user {u} in server {s}",
+        ),
+        Operation(
+            "blacklist_server",
+            invalidate_server_blacklist_cache,
+            description="Drop every user's blacklist answer in one server.",
+            phrase=lambda s: f"blacklist entries of server {s}",
+        ),
+    ),
+    mistaken_for=PopulationSpec("known users", population.known_users),
     reload=_reload,
-    ops={
-        "blacklist": invalidate_user_blacklist_cache,
-        "blacklist_server": invalidate_server_blacklist_cache,
-    },
 )

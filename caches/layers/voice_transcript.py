@@ -10,11 +10,14 @@ import enum
 from dataclasses import dataclass
 
 from caches.layers._message_keyed import (
+    MESSAGE_KEY,
     Lookup,
     LookupStatus,
     MessageKeyedCache,
-    message_keyed_layer,
+    build_message_keyed,
 )
+from caches.layers.declaration import Layer, LayerSettings, unbuilt
+from caches.registry import EmergencyPolicy
 
 NAME = "voice_transcript"
 
@@ -34,12 +37,19 @@ class VoiceTranscript:
     source: TranscriptSource
 
 
-_cache: MessageKeyedCache[VoiceTranscript] = message_keyed_layer(
-    NAME,
-    cap_setting="VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES",
-    ttl_setting="VOICE_TRANSCRIPT_CACHE_TTL_MINUTES",
-    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
-)
+CAP_SETTING = "VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES"
+TTL_SETTING = "VOICE_TRANSCRIPT_CACHE_TTL_MINUTES"
+
+_cache: MessageKeyedCache[VoiceTranscript] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> MessageKeyedCache[VoiceTranscript]:
+    """Build the layer's cache from its settings."""
+    global _cache
+    _cache = build_message_keyed(
+        NAME, config, cap_setting=CAP_SETTING, ttl_setting=TTL_SETTING
+    )
+    return _cache
 
 
 def voice_transcript_cache() -> MessageKeyedCache[VoiceTranscript]:
@@ -64,7 +74,18 @@ def invalidate_voice_transcript(message_disc_id: int) -> int:
     return _cache.invalidate(message_disc_id)
 
 
+LAYER = Layer(
+    name=NAME,
+    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
+    policy=EmergencyPolicy.CLEAR,
+    invalidatable=False,
+    key=MESSAGE_KEY,
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
+)
+
 __all__ = [
+    "LAYER",
     "Lookup",
     "LookupStatus",
     "TranscriptSource",

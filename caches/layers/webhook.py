@@ -35,7 +35,15 @@ from dataclasses import dataclass
 
 from caches.core import BoundedTTLCache, DoNotCache
 from caches.layers._support import parse_int, run_db
-from caches.registry import EmergencyPolicy, registry
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
 from tomori.crypto import (
     EncryptedSecret,
     SecretDecryptionError,
@@ -47,6 +55,7 @@ from tomori.crypto import (
     needs_rotation,
 )
 from tomori.knobs import knobs
+from tomori.repositories import population
 from tomori.repositories import webhooks as repo
 
 logger = logging.getLogger(__name__)
@@ -140,12 +149,21 @@ def _persona_scope(key: Hashable) -> tuple[int, ...]:
     return ()
 
 
-_cache: BoundedTTLCache[Hashable, object] = BoundedTTLCache(
-    NAME,
-    maxsize=knobs().WEBHOOK_CACHE_MAX_ENTRIES,
-    ttl=None,
-    scopes={"channel": _channel_scope, "persona": _persona_scope},
-)
+CAP_SETTING = "WEBHOOK_CACHE_MAX_ENTRIES"
+
+_cache: BoundedTTLCache[Hashable, object] = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[Hashable, object]:
+    """Build the one map (no ttl; scoped by channel and persona) from the cap."""
+    global _cache
+    _cache = config.cache(
+        NAME,
+        cap=CAP_SETTING,
+        ttl=None,
+        scopes={"channel": _channel_scope, "persona": _persona_scope},
+    )
+    return _cache
 
 
 def webhook_cache() -> BoundedTTLCache[Hashable, object]:
@@ -379,18 +397,32 @@ def parse_webhook_key(text: str) -> Hashable:
     return persona_webhook_key(parse_int(channel), parse_int(persona))
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description=(
         "Channel webhooks and persona webhook identities (no ttl, capped), plus "
         "short-lived failure entries; tokens are stored encrypted."
     ),
-    key_help="<channel id>, <channel id>:<persona id> or failed:<channel id>",
-    parse_key=parse_webhook_key,
-    ops={
-        "channel": invalidate_webhook_cache,
-        "persona": invalidate_persona_webhook_cache_for_persona,
-    },
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(
+        help="<channel id>, <channel id>:<persona id> or failed:<channel id>",
+        parse=parse_webhook_key,
+    ),
+    build=_build,
+    settings=(CAP_SETTING,),
+    ops=(
+        Operation(
+            "channel",
+            invalidate_webhook_cache,
+            description="Drop a channel's webhook, persona and failure entries.",
+            phrase=lambda c: f"webhooks of channel {c}",
+        ),
+        Operation(
+            "persona",
+            invalidate_persona_webhook_cache_for_persona,
+            description="Drop one persona's entry in every channel.",
+            phrase=lambda p: f"webhooks of persona #{p}",
+        ),
+    ),
+    mistaken_for=PopulationSpec("managed webhooks", population.managed_webhooks),
 )

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._message_keyed import parse_snowflake
 from caches.layers._support import cached
-from caches.registry import EmergencyPolicy, registry
-from tomori.knobs import knobs
+from caches.layers.declaration import KeyShape, Layer, LayerSettings, unbuilt
+from caches.registry import EmergencyPolicy
 
 NAME = "webhook_identity"
 
@@ -30,11 +30,17 @@ class WebhookIdentity:
 
 Resolver = Callable[[int], Awaitable[WebhookIdentity | None]]
 
-_cache: BoundedTTLCache[int, WebhookIdentity | None] = BoundedTTLCache(
-    NAME,
-    maxsize=knobs().WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES,
-    ttl=knobs().WEBHOOK_IDENTITY_CACHE_TTL_MINUTES * 60.0,
-)
+CAP_SETTING = "WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES"
+TTL_SETTING = "WEBHOOK_IDENTITY_CACHE_TTL_MINUTES"
+
+_cache: BoundedTTLCache[int, WebhookIdentity | None] = unbuilt(NAME)
+
+
+def _build(config: LayerSettings) -> BoundedTTLCache[int, WebhookIdentity | None]:
+    """Build the layer's map from its settings."""
+    global _cache
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
+    return _cache
 
 
 def webhook_identity_cache() -> BoundedTTLCache[int, WebhookIdentity | None]:
@@ -70,11 +76,11 @@ def invalidate_webhook_identity_cache(webhook_disc_id: int) -> int:
     return _cache.invalidate(webhook_disc_id)
 
 
-registry.register(
-    NAME,
-    _cache,
-    policy=EmergencyPolicy.CLEAR,
+LAYER = Layer(
+    name=NAME,
     description="Webhook id -> the user a proxy webhook impersonates.",
-    key_help="a Discord webhook id",
-    parse_key=parse_snowflake,
+    policy=EmergencyPolicy.CLEAR,
+    key=KeyShape(help="a Discord webhook id", parse=parse_snowflake),
+    build=_build,
+    settings=(CAP_SETTING, TTL_SETTING),
 )

@@ -13,8 +13,15 @@ emergency clear only sweeps expired entries.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Unpack
+from typing import Any, Unpack
 
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+    unbuilt,
+)
 from caches.layers.short_term_memory import keys as _k
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry, StmMessage
 from caches.layers.short_term_memory.keys import (
@@ -23,15 +30,25 @@ from caches.layers.short_term_memory.keys import (
     user_short_term_memory_key,
 )
 from caches.layers.short_term_memory.store import ScopeFilters, ShortTermMemoryStore
-from caches.registry import EmergencyPolicy, registry
+from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
+from tomori.repositories import population
 from tomori.repositories.memory import DeleteWhere
 
 NAME = "short_term_memory"
 
-_store = ShortTermMemoryStore(
-    maxsize=knobs().SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES,
-)
+CAP_SETTING = "SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES"
+#: Read by the store itself (entry lifetimes); a change rebuilds the layer.
+TTL_SETTINGS = ("SHORT_TERM_MEMORY_TTL_HOURS", "SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS")
+
+_store: ShortTermMemoryStore = unbuilt(NAME)  # set by _build
+
+
+def _build(config: LayerSettings) -> ShortTermMemoryStore:
+    """Build the store from the layer's cap setting."""
+    global _store
+    _store = ShortTermMemoryStore(maxsize=config.cap(CAP_SETTING))
+    return _store
 
 
 def short_term_memory_store() -> ShortTermMemoryStore:
@@ -39,9 +56,16 @@ def short_term_memory_store() -> ShortTermMemoryStore:
     return _store
 
 
-# The two writes are the store's own methods: the layer adds nothing to them.
-store_short_term_memory = _store.store
-update_short_term_memory_summary = _store.update_summary
+async def store_short_term_memory(**fields: Any) -> ShortTermMemoryEntry:
+    """Store a turn's messages (see `ShortTermMemoryStore.store`)."""
+    return await _store.store(**fields)
+
+
+async def update_short_term_memory_summary(
+    **fields: Any,
+) -> list[ShortTermMemoryEntry]:
+    """Set a channel's summary (see `ShortTermMemoryStore.update_summary`)."""
+    return await _store.update_summary(**fields)
 
 
 async def get_short_term_memory_for_user_channel(
@@ -151,21 +175,28 @@ async def flush_pending_writes() -> None:
     await _store.writer.flush()
 
 
-registry.register(
-    NAME,
-    _store,
-    policy=EmergencyPolicy.EXPIRED_ONLY,
-    invalidatable=False,
+LAYER = Layer(
+    name=NAME,
     description=(
         "Short-term memory: per-channel conversation snippets and summaries "
         "(state; summaries persist in the short_term_memory table)."
     ),
-    key_help="shortterm:user:<user>:<channel>[:<persona>] or "
-    "shortterm:server:<server>:<channel>[:<persona>]",
-    parse_key=parse_registry_key,
+    policy=EmergencyPolicy.EXPIRED_ONLY,
+    invalidatable=False,
+    key=KeyShape(
+        help="shortterm:user:<user>:<channel>[:<persona>] or "
+        "shortterm:server:<server>:<channel>[:<persona>]",
+        parse=parse_registry_key,
+    ),
+    build=_build,
+    settings=(CAP_SETTING, *TTL_SETTINGS),
+    mistaken_for=PopulationSpec(
+        "stored short-term memories", population.stored_short_term_memories
+    ),
 )
 
 __all__ = [
+    "LAYER",
     "ShortTermMemoryEntry",
     "ShortTermMemoryStore",
     "StmMessage",
