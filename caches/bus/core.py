@@ -30,13 +30,15 @@ from caches.messages import (
     WorkerReply,
     decode,
 )
+from caches.registry import UnknownCacheError, UnknownOperationError
 
 if TYPE_CHECKING:
     from caches.outbox import OutboxFollower
 
 logger = logging.getLogger(__name__)
 
-ApplyFn = Callable[[list[EventTuple]], None]
+#: Apply a batch of events; may return how many named no known cache or op.
+ApplyFn = Callable[[list[EventTuple]], int | None]
 FlushFn = Callable[[], Any]
 
 #: Origins whose last sequence number is remembered (older ones are forgotten).
@@ -79,17 +81,36 @@ class OutboxOptions(NamedTuple):
     retention: float
 
 
-def apply_to_registry(events: list[EventTuple]) -> None:
-    """Apply events to this process's registry, skipping caches it does not hold."""
+def apply_to_registry(events: list[EventTuple]) -> int:
+    """Apply events to this process's registry; return how many named nothing known.
+
+    Every process builds every declared layer, so an event naming a cache or
+    operation this process does not know came from a bug or a mismatched
+    release: it is logged at ERROR and counted (`unknown_events`), never
+    silently skipped, and never breaks the subscriber. The one exception is a
+    catalog, which only bot workers hold.
+    """
     from caches.registry import registry
 
+    unknown = 0
     for name, op, args in events:
-        if name not in registry:
+        if name not in registry and _held_by_workers_only(name):
             continue
         try:
             registry.apply(name, op, *args)
+        except (UnknownCacheError, UnknownOperationError) as exc:
+            unknown += 1
+            logger.error("bus: dropped event %s.%s%r: %s", name, op, tuple(args), exc)
         except Exception:
             logger.exception("bus: could not apply %s.%s%r", name, op, tuple(args))
+    return unknown
+
+
+def _held_by_workers_only(name: str) -> bool:
+    from caches.catalogs.endpoints import CATALOG_NAMES
+    from caches.catalogs.service import registry_name
+
+    return name in {registry_name(catalog) for catalog in CATALOG_NAMES}
 
 
 def flush_registry() -> dict[str, int]:
@@ -196,9 +217,12 @@ class Bus:
         self, events: list[EventTuple], sent_at: float, measure: bool, origin: str
     ) -> None:
         try:
-            self._apply(events)
+            unknown = self._apply(events)
         except Exception:
             logger.exception("bus: applying %d event(s) failed", len(events))
+        else:
+            if unknown:
+                self.stats.incr("unknown_events", unknown)
         if origin:  # logged before it counts: a waiter on the count sees the line
             log_applied(events, origin)
         if measure:

@@ -41,6 +41,7 @@ COUNTERS = (
     "publish_failures",
     "backlog_dropped",
     "rejected",
+    "unknown_events",  # named a cache or operation this process does not know
     "commands_handled",
     "commands_expired",
     "outbox_caught_up",

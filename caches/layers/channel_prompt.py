@@ -16,6 +16,7 @@ from caches.layers._channel_override import (
     override_key,
 )
 from caches.layers.declaration import (
+    GuildScope,
     Layer,
     LayerSettings,
     Operation,
@@ -81,6 +82,7 @@ def _channel_phrase(s: int, c: int | None = None) -> str:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("server", "server_id"),
     description="Per-channel system prompt overrides ({prompt, mode} or None).",
     policy=EmergencyPolicy.CLEAR,
     key=override_key(

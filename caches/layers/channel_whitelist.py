@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -179,6 +180,7 @@ def _channel_phrase(server_disc_id: int, channel_disc_id: int | None = None) -> 
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("server", "server_disc_id"),
     description="Whitelist decisions per channel (thread parent) and member roles.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

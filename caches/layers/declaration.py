@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from caches.core import BoundedTTLCache, ScopeFn
 from caches.registry import (
@@ -113,6 +113,19 @@ class PopulationSpec:
 
 
 @dataclass(frozen=True)
+class GuildScope:
+    """How to drop every entry of one guild: operation `op` of the guild's id.
+
+    `by` names the id the operation takes: the internal `server_id` or the
+    Discord `server_disc_id`. The bot leaving a guild runs it on every layer
+    that declares one.
+    """
+
+    op: str
+    by: Literal["server_id", "server_disc_id"]
+
+
+@dataclass(frozen=True)
 class EventOp:
     """One layer operation, checked when bound: calling it makes an Event."""
 
@@ -189,6 +202,8 @@ class Layer:
     reload: Reload | None = None
     #: False: no write can make an entry stale, so the bus never drops it.
     invalidatable: bool = True
+    #: How to drop one guild's entries (None: the layer holds none per guild).
+    guild: GuildScope | None = None
     _by_name: dict[str, Operation] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +212,20 @@ class Layer:
         if clashing or len(by_name) != len(self.ops):
             raise ValueError(f"layer {self.name!r}: bad operation names {clashing}")
         object.__setattr__(self, "_by_name", by_name)
+        if self.guild is not None:
+            self.op(self.guild.op)  # an unknown operation fails the import
+
+    def guild_event(
+        self, *, server_id: int | None, server_disc_id: int
+    ) -> Event | None:
+        """Return the event dropping one guild's entries (None: nothing to drop).
+
+        None also when the layer is keyed by the internal id and it is unknown.
+        """
+        if self.guild is None:
+            return None
+        guild_id = server_disc_id if self.guild.by == "server_disc_id" else server_id
+        return None if guild_id is None else self.event(self.guild.op, guild_id)
 
     def op_names(self) -> list[str]:
         """Return every operation's name, built-ins first."""

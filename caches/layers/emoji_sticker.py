@@ -21,6 +21,7 @@ from caches.core import MISSING, BoundedTTLCache, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -184,6 +185,7 @@ def invalidate_emoji_sticker_cache(server_id: int) -> int:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("key", "server_id"),
     description="Stored emojis and stickers per server (after the lazy sync check).",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -17,6 +17,7 @@ from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._support import StaleFallbackCache, cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -94,6 +95,7 @@ def invalidate_guild_mcp_config_cache(server_id: int) -> int:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("key", "server_id"),
     description="MCP server configs per guild (fresh, or stale after a failed reload).",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

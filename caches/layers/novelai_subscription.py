@@ -7,6 +7,7 @@ from typing import Any
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -52,6 +53,7 @@ def invalidate_novelai_subscription_cache(server_id: int) -> int:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("key", "server_id"),
     description="NovelAI tier and context limit per guild (None: no subscription).",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -19,6 +19,7 @@ from django.utils import timezone
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -158,6 +159,7 @@ def _spotlight_phrase(server_id: int, user_id: Any = None, channel: Any = None) 
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("spotlight", "server_id"),
     description="Personal spotlight per server:user:channel, behind a per-server gate.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -7,6 +7,7 @@ from typing import Any
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -50,6 +51,7 @@ def invalidate_st_preset_cache(server_id: int) -> int:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("key", "server_id"),
     description="Active ST preset and its nodes per server (None: no active preset).",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -15,6 +15,7 @@ from caches.layers._support import (
     unwrapped,
 )
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -167,6 +168,7 @@ async def _reload(server_disc_id: int) -> TomoriState | None:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("key", "server_disc_id"),
     description="Personas of a server (main first) and its model settings.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

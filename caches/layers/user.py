@@ -23,6 +23,7 @@ from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
+    GuildScope,
     KeyShape,
     Layer,
     LayerSettings,
@@ -159,6 +160,7 @@ async def _reload(key: int | tuple[int, int]) -> Any:
 
 LAYER = Layer(
     name=NAME,
+    guild=GuildScope("blacklist_server", "server_disc_id"),
     description="User rows (privacy level) and per-server blacklist answers.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -13,7 +13,6 @@ from django.db import connection
 
 from caches import bus
 from caches.layers.short_term_memory import flush_pending_writes
-from caches.registry import registry
 from tomori.bot.client import TomoriClientMixin, build_client, skip_identify_wait
 from tomori.bot.demo import seed_world
 from tomori.bot.pipeline import MessagePipeline, ResolvedTurn
@@ -30,14 +29,6 @@ from tomori.bot.simulator.world import TEXT_CHANNEL
 READY_TIMEOUT = 15.0
 EVENT_TIMEOUT = 10.0
 TOKEN = "simulated-token"
-
-
-@pytest.fixture(autouse=True)
-def clean_caches() -> Iterator[None]:
-    """Start and end every test with empty caches."""
-    registry.clear_all()
-    yield
-    registry.clear_all()
 
 
 @pytest.fixture(autouse=True)

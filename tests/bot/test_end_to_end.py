@@ -10,25 +10,19 @@ from asgiref.sync import sync_to_async
 from caches.registry import registry
 from tests.bot.conftest import Bot
 from tomori import models as m
-from tomori.bot.pipeline import Outcome
+from tomori.bot.pipeline import PIPELINE_LAYERS, Outcome
 
 pytestmark = pytest.mark.e2e
 
-# Read by every OK guild turn (the conditional layers are checked apart).
-ALWAYS_READ = (
-    "tomori_state",
-    "user",
-    "channel_whitelist",
-    "llm",
-    "channel_llm",
-    "channel_prompt",
-    "persona_sprite",
-    "emoji_sticker",
-    "guild_mcp_config",
-    "st_preset",
-    "short_term_memory",
-    "personal_spotlight",
-)
+#: Pipeline layers a turn reads only when the history or the model calls for
+#: them (checked apart); every OK guild turn reads the others.
+CONDITIONAL = {
+    "novelai_subscription",
+    "persona_sprite_message",
+    "voice_transcript",
+    "markdown_table",
+}
+ALWAYS_READ = tuple(name for name in PIPELINE_LAYERS if name not in CONDITIONAL)
 
 
 def hits() -> dict[str, int]:

@@ -47,9 +47,9 @@ def metric_lines() -> Iterator[MetricLines]:
 
 
 @pytest.fixture
-def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Return the process registry emptied for this test (restored afterwards)."""
-    monkeypatch.setattr(registry, "_entries", {})
+def isolated_registry() -> Any:
+    """Return the process registry emptied for this test (the next test rebuilds it)."""
+    registry.reset()
     return registry
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
@@ -21,33 +20,19 @@ from caches.layers import (
 )
 from caches.layers.webhook import CreatedWebhook, FailureReason, WebhookRefused
 from caches.registry import registry
+from tests.layers.conftest import LAYERS_II as LAYER_NAMES
 from tomori.crypto import SecretToken
-
-LAYER_NAMES = (
-    "short_term_memory",
-    "voice_transcript",
-    "markdown_table",
-    "webhook",
-    "webhook_identity",
-)
-
-
-def _clear_layers() -> None:
-    for name in LAYER_NAMES:
-        registry.clear(name)
-    short_term_memory.short_term_memory_store().writer._pending.clear()
 
 
 @pytest.fixture(autouse=True)
-def clean_layers() -> Iterator[None]:
-    """Start and end every test with empty layers and the real clock."""
-    _clear_layers()
+def close_async_connections() -> Iterator[None]:
+    """Close the connection of asgiref's database thread after each test.
+
+    Async tests query from that thread; its connection must be closed so the
+    test database can be dropped at the end of the session. (The registry,
+    so every layer here, is rebuilt before each test by the suite's fixture.)
+    """
     yield
-    for name in LAYER_NAMES:
-        registry.get(name).set_clock(time.monotonic)
-    _clear_layers()
-    # Async tests query from asgiref's database thread; close its connection
-    # so the test database can be dropped at the end of the session.
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
 
 
@@ -60,7 +45,6 @@ def clock() -> Iterator[FakeClock]:
     origin = timezone.now()
     store.wall_clock = lambda: origin + timedelta(seconds=fake.now - 1000.0)
     yield fake
-    registry.set_clock(time.monotonic)
     store.wall_clock = timezone.now
 
 
@@ -97,4 +81,10 @@ def discord_webhooks() -> FakeDiscordWebhooks:
     return FakeDiscordWebhooks()
 
 
-__all__ = ["markdown_table", "voice_transcript", "webhook", "webhook_identity"]
+__all__ = [
+    "LAYER_NAMES",
+    "markdown_table",
+    "voice_transcript",
+    "webhook",
+    "webhook_identity",
+]

@@ -236,14 +236,15 @@ class BotWorker:
         return True
 
     async def _warm_caches(self) -> None:
-        from caches.layers import load_all
+        from caches.layers import ensure_registry, load_all
         from caches.layers.llm import initialize_llm_cache
         from caches.layers.preset_avatar import (
             count_valid_avatars,
             initialize_preset_avatar_cache,
         )
 
-        load_all()
+        load_all()  # strict: a layer that cannot be imported stops the worker
+        ensure_registry()  # AppConfig.ready() built it; a bare worker builds it here
         if not await initialize_llm_cache():
             logger.warning(
                 "LLM cache not warmed (database unavailable?); retried on use"

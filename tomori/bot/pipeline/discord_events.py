@@ -2,7 +2,8 @@
 
 Only the worker that owns a guild's shard sees its events, and only that
 worker caches the guild's entries, so these apply to the local registry and
-are not published on the bus. A worker without a layer skips it.
+are not published on the bus. Every event is made through the layers' declared
+operations (checked at import), and every worker builds every layer.
 
 Roles: a whitelist entry's key carries the member's role signature, so a
 member gaining or losing a role asks a different key and needs no
@@ -22,36 +23,46 @@ from typing import Any
 
 from caches.core import MISSING
 from caches.database import run_db
-from caches.registry import registry
+from caches.layers import (
+    channel_llm,
+    channel_prompt,
+    channel_whitelist,
+    declared_layers,
+    emoji_sticker,
+    tomori_state,
+    webhook,
+)
+from caches.registry import Event, registry
 from tomori.repositories import servers as servers_repo
 
 logger = logging.getLogger(__name__)
 
-#: Caches keyed by the internal server id that hold one guild's entries.
-_SERVER_ID_KEYED = (
-    "emoji_sticker",
-    "guild_mcp_config",
-    "st_preset",
-    "novelai_subscription",
-)
+# The operations these handlers run, bound (and checked) at import.
+_EXPRESSIONS = emoji_sticker.LAYER.op("key")
+_WEBHOOKS = webhook.LAYER.op("channel")
+_WHITELIST_SERVER = channel_whitelist.LAYER.op("server")
+_WHITELIST_CHANNEL = channel_whitelist.LAYER.op("channel")
+_LLM_CHANNEL = channel_llm.LAYER.op("channel")
+_PROMPT_CHANNEL = channel_prompt.LAYER.op("channel")
 
 
-def apply(cache: str, op: str, *args: Any) -> int:
-    """Run `op(*args)` on `cache` if this worker has it; return entries removed."""
-    if cache not in registry:
-        return 0
+def apply(event: Event) -> int:
+    """Run `event` on this worker's registry; return entries removed.
+
+    Every event here is made through a declared operation, and the worker
+    builds every declared layer, so a failure (an unknown cache included) is
+    a bug: logged at ERROR, never raised into the client.
+    """
     try:
-        return registry.apply(cache, op, *args)
+        return registry.apply(event.cache, event.op, *event.args)
     except Exception:  # an event handler must never break the client
-        logger.exception("invalidation %s.%s%r failed", cache, op, args)
+        logger.exception("invalidation %s.%s%r failed", *event)
         return 0
 
 
 def known_server_id(server_disc_id: int) -> int | None:
     """Return the internal id of a server from the tomori state cache, if it is there."""
-    if "tomori_state" not in registry:
-        return None
-    cache: Any = registry.get("tomori_state")
+    cache: Any = registry.get(tomori_state.NAME)
     state = cache.peek(server_disc_id, MISSING)
     if state is MISSING and hasattr(cache, "stale"):
         state = cache.stale(server_disc_id)
@@ -70,17 +81,17 @@ async def server_id_of(server_disc_id: int) -> int | None:
 async def expressions_changed(server_disc_id: int) -> int:
     """A guild's emojis or stickers changed: drop its stored-expressions entry."""
     server_id = await server_id_of(server_disc_id)
-    return 0 if server_id is None else apply("emoji_sticker", "key", server_id)
+    return 0 if server_id is None else apply(_EXPRESSIONS(server_id))
 
 
 def webhooks_changed(channel_disc_id: int) -> int:
     """A channel's webhooks changed: drop its webhook and persona entries."""
-    return apply("webhook", "channel", channel_disc_id)
+    return apply(_WEBHOOKS(channel_disc_id))
 
 
 def role_deleted(server_disc_id: int) -> int:
     """A role of the guild was deleted: drop the guild's whitelist entries."""
-    return apply("channel_whitelist", "server", server_disc_id)
+    return apply(_WHITELIST_SERVER(server_disc_id))
 
 
 async def channel_changed(server_disc_id: int, channel_disc_id: int) -> int:
@@ -89,27 +100,30 @@ async def channel_changed(server_disc_id: int, channel_disc_id: int) -> int:
     The whitelist and LLM `channel` ops also drop the entries of threads
     whose parent is that channel.
     """
-    removed = apply("channel_whitelist", "channel", server_disc_id, channel_disc_id)
+    removed = apply(_WHITELIST_CHANNEL(server_disc_id, channel_disc_id))
     server_id = await server_id_of(server_disc_id)
     if server_id is not None:
-        removed += apply("channel_llm", "channel", server_id, channel_disc_id)
-        removed += apply("channel_prompt", "channel", server_id, channel_disc_id)
+        removed += apply(_LLM_CHANNEL(server_id, channel_disc_id))
+        removed += apply(_PROMPT_CHANNEL(server_id, channel_disc_id))
     return removed
+
+
+def guild_events(server_disc_id: int, server_id: int | None) -> list[Event]:
+    """Return the events dropping one guild's entries from every layer declaring how."""
+    events = (
+        layer.guild_event(server_id=server_id, server_disc_id=server_disc_id)
+        for layer in declared_layers().values()
+    )
+    return [event for event in events if event is not None]
 
 
 async def guild_removed(server_disc_id: int, channel_ids: Iterable[int]) -> int:
     """The bot left a guild (or it was deleted): drop every entry of that guild.
 
+    Each layer declares how (`Layer.guild`); webhooks are per channel.
     Short-term memory stays: it is conversational state, not a read-through copy.
     """
     server_id = await server_id_of(server_disc_id)
-    removed = apply("tomori_state", "key", server_disc_id)
-    removed += apply("user", "blacklist_server", server_disc_id)
-    removed += apply("channel_whitelist", "server", server_disc_id)
-    if server_id is not None:
-        removed += sum(apply(name, "key", server_id) for name in _SERVER_ID_KEYED)
-        removed += apply("channel_llm", "server", server_id)
-        removed += apply("channel_prompt", "server", server_id)
-        removed += apply("personal_spotlight", "spotlight", server_id, None, None)
+    removed = sum(apply(event) for event in guild_events(server_disc_id, server_id))
     removed += sum(webhooks_changed(channel_id) for channel_id in channel_ids)
     return removed

@@ -1,0 +1,168 @@
+"""Each layer declares itself once; the registry is built from the declarations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from caches.layers import (
+    build_registry,
+    declared,
+    declared_layers,
+    layer_modules,
+    layers_reading,
+    tomori_state,
+    user,
+)
+from caches.layers.declaration import (
+    KeyShape,
+    Layer,
+    LayerNotBuilt,
+    UndeclaredSettingError,
+    unbuilt,
+)
+from caches.registry import CacheRegistry, EmergencyPolicy, registry
+from tomori.bot.pipeline import PIPELINE_LAYERS
+from tomori.bot.pipeline.discord_events import guild_events
+
+
+def caps_of(name: str) -> set[int]:
+    """Return the caps of a layer's member maps (its own cap when it has one map)."""
+    stats: dict[str, Any] = registry.get(name).stats()
+    return set((stats.get("member_caps") or {"primary": stats["cap"]}).values())
+
+
+def test_every_layer_module_declares_one_layer_under_its_name() -> None:
+    assert list(declared_layers()) == layer_modules()
+    for name, layer in declared_layers().items():
+        assert layer.name == name and layer.description and layer.key.help
+
+
+def test_the_built_registry_holds_every_declared_layer_and_nothing_else() -> None:
+    registry.register("stray", registry.get("user"), policy="clear")
+    assert build_registry() == list(declared_layers())
+    for name, layer in declared_layers().items():
+        entry = registry.entry(name)
+        assert entry.layer is layer
+        assert (entry.policy, entry.invalidatable) == (
+            layer.policy,
+            layer.invalidatable,
+        )
+        assert entry.op_names() == layer.op_names()
+
+
+def test_building_makes_new_empty_caches() -> None:
+    registry.get("user").set(1, None)  # type: ignore[attr-defined]
+    before = user._cache
+    build_registry()
+    assert user._cache is not before and len(registry.get("user")) == 0
+    assert registry.get("user") is user._cache
+
+
+@pytest.mark.parametrize(
+    ("name", "setting"),
+    [
+        (layer.name, setting)
+        for layer in declared_layers().values()
+        for setting in layer.settings
+        if setting.endswith("_MAX_ENTRIES")
+    ],
+)
+def test_override_settings_on_a_cap_rebuilds_the_layer_with_it(
+    name: str, setting: str
+) -> None:
+    cap = int(getattr(settings, setting)) + 7
+    with override_settings(**{setting: cap}):
+        assert cap in caps_of(name)
+    assert cap not in caps_of(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "setting"),
+    [
+        (layer.name, setting)
+        for layer in declared_layers().values()
+        for setting in layer.settings
+        if setting.endswith(("_TTL_MINUTES", "_TTL_HOURS"))
+    ],
+)
+def test_override_settings_on_a_ttl_rebuilds_the_layer_with_it(
+    name: str, setting: str
+) -> None:
+    before = registry.get(name).stats()["ttl"]
+    with override_settings(**{setting: int(getattr(settings, setting)) * 2}):
+        during = registry.get(name).stats()["ttl"]
+    # The store reports its crude-entry ttl, not the summary one.
+    assert during == before * 2 or setting == "SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS"
+    assert registry.get(name).stats()["ttl"] == before
+
+
+def test_a_setting_change_rebuilds_only_the_layers_built_from_it() -> None:
+    registry.get("user").set(5, None)  # type: ignore[attr-defined]
+    with override_settings(TOMORI_STATE_CACHE_MAX_ENTRIES=3):
+        assert len(registry.get("user")) == 1
+    assert [
+        layer.name for layer in layers_reading("CHANNEL_LLM_CACHE_MAX_ENTRIES")
+    ] == ["channel_llm"]
+    assert len(layers_reading("CACHE_SWEEP_INTERVAL_SECONDS")) == len(declared_layers())
+
+
+def test_a_build_may_read_only_declared_settings() -> None:
+    def build(config: Any) -> Any:
+        return config.cache("probe", cap="USER_CACHE_MAX_ENTRIES", ttl=None)
+
+    probe = Layer(
+        name="probe",
+        description="a layer reading a setting it does not declare",
+        policy=EmergencyPolicy.CLEAR,
+        key=KeyShape(help="anything"),
+        build=build,
+        settings=("TOMORI_STATE_CACHE_MAX_ENTRIES",),
+    )
+    with pytest.raises(UndeclaredSettingError, match="USER_CACHE_MAX_ENTRIES"):
+        probe.build(probe.settings_reader(lambda name: getattr(settings, name)))
+
+
+def test_an_unbuilt_layer_says_so() -> None:
+    with pytest.raises(LayerNotBuilt, match="'user'.*build_registry"):
+        unbuilt("user").get(1)
+
+
+def test_an_operation_must_exist_when_it_is_bound() -> None:
+    assert declared("user").op("blacklist")(1, 2).args == (1, 2)
+    with pytest.raises(KeyError, match="no operation 'channel'"):
+        declared("user").op("channel")
+    with pytest.raises(ValueError, match="bad operation names"):
+        Layer(
+            name="probe",
+            description="shadows a built-in",
+            policy=EmergencyPolicy.CLEAR,
+            key=KeyShape(help="anything"),
+            build=lambda _c: registry.get("user"),
+            ops=(
+                declared("user")
+                .operation("blacklist")
+                .__class__("key", lambda k: 0, description="", phrase=str),
+            ),
+        )
+
+
+def test_a_separate_registry_can_be_built() -> None:
+    other = CacheRegistry()
+    build_registry(into=other)
+    assert other.names() == list(declared_layers())
+
+
+def test_leaving_a_guild_reaches_every_layer_that_declares_guild_scope() -> None:
+    events = guild_events(123, 7)
+    scoped = [layer for layer in declared_layers().values() if layer.guild]
+    assert {event.cache for event in events} == {layer.name for layer in scoped}
+    assert tomori_state.LAYER.event("key", 123) in events
+    assert all(event.cache != "channel_llm" for event in guild_events(123, None))
+
+
+def test_the_pipeline_names_only_declared_layers() -> None:
+    assert set(PIPELINE_LAYERS) <= set(declared_layers())
