@@ -1,9 +1,13 @@
 """App config for caches: builds the cache registry, wires the signals and the bus's log words."""
 
+import logging
 from typing import Any
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+logger = logging.getLogger(__name__)
 
 
 class CachesConfig(AppConfig):
@@ -29,7 +33,14 @@ class CachesConfig(AppConfig):
 
 
 def rebuild_on_setting_change(*, setting: str, **_: Any) -> None:
-    """Rebuild the layers built from `setting` (override_settings in tests)."""
+    """Rebuild the layers built from `setting` (override_settings in tests).
+
+    A value the typed settings reject leaves the layers as they were: the
+    error is logged here and raised by `knobs()` wherever it is read.
+    """
     from caches.layers import rebuild_layers_reading
 
-    rebuild_layers_reading(setting)
+    try:
+        rebuild_layers_reading(setting)
+    except ImproperlyConfigured as exc:
+        logger.error("cache layers not rebuilt for %s: %s", setting, exc)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.test import override_settings
 
 from caches.layers import (
@@ -27,6 +26,7 @@ from caches.layers.declaration import (
 from caches.registry import CacheRegistry, EmergencyPolicy, registry
 from tomori.bot.pipeline import PIPELINE_LAYERS
 from tomori.bot.pipeline.discord_events import guild_events
+from tomori.knobs import knobs
 
 
 def caps_of(name: str) -> set[int]:
@@ -74,7 +74,7 @@ def test_building_makes_new_empty_caches() -> None:
 def test_override_settings_on_a_cap_rebuilds_the_layer_with_it(
     name: str, setting: str
 ) -> None:
-    cap = int(getattr(settings, setting)) + 7
+    cap = int(getattr(knobs(), setting)) + 7
     with override_settings(**{setting: cap}):
         assert cap in caps_of(name)
     assert cap not in caps_of(name)
@@ -93,7 +93,7 @@ def test_override_settings_on_a_ttl_rebuilds_the_layer_with_it(
     name: str, setting: str
 ) -> None:
     before = registry.get(name).stats()["ttl"]
-    with override_settings(**{setting: int(getattr(settings, setting)) * 2}):
+    with override_settings(**{setting: int(getattr(knobs(), setting)) * 2}):
         during = registry.get(name).stats()["ttl"]
     # The store reports its crude-entry ttl, not the summary one.
     assert during == before * 2 or setting == "SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS"
@@ -107,7 +107,14 @@ def test_a_setting_change_rebuilds_only_the_layers_built_from_it() -> None:
     assert [
         layer.name for layer in layers_reading("CHANNEL_LLM_CACHE_MAX_ENTRIES")
     ] == ["channel_llm"]
-    assert len(layers_reading("CACHE_SWEEP_INTERVAL_SECONDS")) == len(declared_layers())
+    assert layers_reading("LOG_LEVEL") == []
+
+
+def test_every_declared_setting_is_a_knob() -> None:
+    from tomori.knobs import KNOBS_BY_NAME
+
+    for layer in declared_layers().values():
+        assert set(layer.settings) <= set(KNOBS_BY_NAME), layer.name
 
 
 def test_a_build_may_read_only_declared_settings() -> None:
@@ -123,7 +130,7 @@ def test_a_build_may_read_only_declared_settings() -> None:
         settings=("TOMORI_STATE_CACHE_MAX_ENTRIES",),
     )
     with pytest.raises(UndeclaredSettingError, match="USER_CACHE_MAX_ENTRIES"):
-        probe.build(probe.settings_reader(lambda name: getattr(settings, name)))
+        probe.build(probe.settings_reader(lambda name: getattr(knobs(), name)))
 
 
 def test_an_unbuilt_layer_says_so() -> None:
