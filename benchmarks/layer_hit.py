@@ -1,0 +1,73 @@
+"""Time layer hits (tomori_state, user row, whitelist) in the checkout given, or this one.
+
+Run: DATABASE_URL=... .venv/bin/python benchmarks/layer_hit.py [path/to/checkout]
+
+Compare two checkouts by running this alternately in each (several times,
+interleaved) and keeping each figure's best: a hit is a coroutine that awaits
+nothing, driven here without an event loop. Prints ns per hit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent.parent)
+CALLS = 200_000
+ROUNDS = 7
+
+
+def drive(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a coroutine that must not suspend (a hit) and return its value."""
+    coro = fn(*args)
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError(f"{fn.__name__} awaited: not a hit")
+
+
+def best_ns(call: Callable[[int], Any], keys: list[int]) -> float:
+    """Return the best ns per call of `call` over ROUNDS rounds."""
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for i in range(CALLS):
+            call(keys[i % len(keys)])
+        best = min(best, time.perf_counter() - start)
+    return best / CALLS * 1e9
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.chdir(ROOT)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
+    import django
+
+    django.setup()
+    from caches.layers import channel_whitelist, load_all, tomori_state, user
+
+    load_all()
+    keys = list(range(10**17, 10**17 + 1000))
+    for key in keys:
+        tomori_state._fresh.set(key, object())
+        user._cache.set(key, None)
+        channel_whitelist._cache.set((key, 5, 0, None), True)
+    figures = {
+        "tomori_state": best_ns(
+            lambda k: drive(tomori_state.get_cached_tomori_state, k), keys
+        ),
+        "user_row": best_ns(lambda k: drive(user.get_cached_user_row, k), keys),
+        "whitelist": best_ns(
+            lambda k: drive(channel_whitelist.get_cached_whitelist_status, k, 5), keys
+        ),
+    }
+    print(" ".join(f"{name}={ns:.1f}ns" for name, ns in figures.items()))
+
+
+if __name__ == "__main__":
+    main()
