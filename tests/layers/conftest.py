@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from django.db import OperationalError
 
 from caches.core import FakeClock
-from caches.layers import declared_layers, persona_sprite_message
+from caches.layers import persona_sprite_message
 from caches.registry import registry
 from tomori.repositories import llms as llms_repo
 from tomori.repositories import servers as servers_repo
@@ -22,17 +22,6 @@ from tomori.repositories.servers import PersonaRecord, ServerRecord
 from tomori.repositories.users import UserRecord
 
 T = TypeVar("T")
-
-#: The layers II suite's layers (tests/layers2); this suite covers every other
-#: declared layer, so a new layer fails the contract suite until it has a case.
-LAYERS_II = (
-    "short_term_memory",
-    "voice_transcript",
-    "markdown_table",
-    "webhook",
-    "webhook_identity",
-)
-LAYER_NAMES = tuple(name for name in declared_layers() if name not in LAYERS_II)
 
 _ids = itertools.count(100_000_000_000_000_000)
 
@@ -50,10 +39,9 @@ def real_retention_clock() -> None:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    """Drive this module's layers from a fake clock (the next test rebuilds them)."""
+    """Drive every layer from a fake clock (the next test rebuilds them)."""
     fake = FakeClock(start=1000.0)
-    for name in LAYER_NAMES:
-        registry.get(name).set_clock(fake)
+    registry.set_clock(fake)
     return fake
 
 

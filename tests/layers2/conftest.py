@@ -20,7 +20,6 @@ from caches.layers import (
 )
 from caches.layers.webhook import CreatedWebhook, FailureReason, WebhookRefused
 from caches.registry import registry
-from tests.layers.conftest import LAYERS_II as LAYER_NAMES
 from tomori.crypto import SecretToken
 
 
@@ -82,7 +81,6 @@ def discord_webhooks() -> FakeDiscordWebhooks:
 
 
 __all__ = [
-    "LAYER_NAMES",
     "markdown_table",
     "voice_transcript",
     "webhook",
