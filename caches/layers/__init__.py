@@ -73,11 +73,12 @@ def declared_layers() -> dict[str, Layer]:
 
 def declared(name: str) -> Layer:
     """Return the declaration of layer `name`, or raise UnknownCacheError."""
-    layers = declared_layers()
+    if not _declared:
+        load_all(strict=False)
     try:
-        return layers[name]
+        return _declared[name]
     except KeyError:
-        raise UnknownCacheError(name, list(layers)) from None
+        raise UnknownCacheError(name, list(_declared)) from None
 
 
 def _read_setting(name: str) -> Any:
