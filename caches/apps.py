@@ -20,11 +20,18 @@ class CachesConfig(AppConfig):
         layers' key shapes and policies from it; the worker serves from it).
         """
         from caches.bus.core import set_event_describer
-        from caches.invalidation import connect_signals
+        from caches.catalogs.endpoints import CATALOG_NAMES
+        from caches.catalogs.service import registry_name
+        from caches.invalidation import connect_signals, tracking
         from caches.invalidation.describe import describe
         from caches.layers import build_registry
+        from caches.registry import registry
+        from tomori.models.base import install_change_tracker
 
+        install_change_tracker(tracking)
         build_registry()
+        # Only bot workers hold the catalogs; their events are not unknown here.
+        registry.held_elsewhere = frozenset(registry_name(c) for c in CATALOG_NAMES)
         connect_signals()
         set_event_describer(describe)
         setting_changed.connect(

@@ -15,12 +15,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from caches.core.clock import Clock
-
-if TYPE_CHECKING:
-    from caches.layers.declaration import Layer
 
 BUILTIN_OPS = ("key", "all")
 
@@ -115,8 +112,9 @@ class RegisteredCache:
     #: Read a key's value from the database as the layer would cache it
     #: (the consistency watcher compares it with the cached one).
     reload: Reload | None = None
-    #: The declaration the entry was built from (None: registered by hand).
-    layer: Layer | None = None
+    #: The `caches.layers.declaration.Layer` the entry was built from (None:
+    #: registered by hand). Typed loosely: the registry imports no layer.
+    layer: Any = None
 
     def op_names(self) -> list[str]:
         """Return the names of every operation, built-ins first."""
@@ -128,6 +126,8 @@ class CacheRegistry:
 
     def __init__(self) -> None:
         self._entries: dict[str, RegisteredCache] = {}
+        #: Names of caches only other processes hold (the catalogs: bot workers).
+        self.held_elsewhere: frozenset[str] = frozenset()
 
     def register(
         self,
@@ -161,7 +161,7 @@ class CacheRegistry:
         )
         return cache
 
-    def register_layer(self, layer: Layer, cache: C) -> C:
+    def register_layer(self, layer: Any, cache: C) -> C:
         """Register `cache` as the built cache of the declared `layer`."""
         self.register(
             layer.name,

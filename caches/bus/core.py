@@ -88,13 +88,13 @@ def apply_to_registry(events: list[EventTuple]) -> int:
     operation this process does not know came from a bug or a mismatched
     release: it is logged at ERROR and counted (`unknown_events`), never
     silently skipped, and never breaks the subscriber. The one exception is a
-    catalog, which only bot workers hold.
+    cache only other processes hold (`registry.held_elsewhere`: the catalogs).
     """
     from caches.registry import registry
 
     unknown = 0
     for name, op, args in events:
-        if name not in registry and _held_by_workers_only(name):
+        if name not in registry and name in registry.held_elsewhere:
             continue
         try:
             registry.apply(name, op, *args)
@@ -104,13 +104,6 @@ def apply_to_registry(events: list[EventTuple]) -> int:
         except Exception:
             logger.exception("bus: could not apply %s.%s%r", name, op, tuple(args))
     return unknown
-
-
-def _held_by_workers_only(name: str) -> bool:
-    from caches.catalogs.endpoints import CATALOG_NAMES
-    from caches.catalogs.service import registry_name
-
-    return name in {registry_name(catalog) for catalog in CATALOG_NAMES}
 
 
 def flush_registry() -> dict[str, int]:

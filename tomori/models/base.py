@@ -5,15 +5,60 @@ name the cache keys of both the old and the new row when a key field changes
 (a persona moved to another server, a whitelist row moved to another channel),
 and it gives the model a QuerySet whose bulk write paths (update, delete,
 bulk_create, bulk_update), which Django sends no per-row signal for, still
-invalidate. The invalidation machinery lives in `caches.invalidation`.
+invalidate. The invalidation machinery lives in `caches.invalidation`, which
+installs itself here at start (`install_change_tracker`, from the caches app's
+`ready()`): the models import nothing from the caches, so the cache layers can
+import the repositories without a cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Protocol
 
 from django.db import models, router, transaction
+
+
+class ChangeTracker(Protocol):
+    """The bulk write paths of `caches.invalidation.tracking`."""
+
+    def tracked_update(self, queryset: Any, kwargs: dict[str, Any], /) -> int: ...
+
+    def tracked_bulk_update(
+        self,
+        queryset: Any,
+        objs: Iterable[Any],
+        fields: list[str],
+        run: Callable[[list[Any]], int],
+        /,
+    ) -> int: ...
+
+    def tracked_bulk_create(
+        self,
+        queryset: Any,
+        objs: Iterable[Any],
+        options: dict[str, Any],
+        run: Callable[[list[Any]], list[Any]],
+        /,
+    ) -> list[Any]: ...
+
+
+_tracker: ChangeTracker | None = None
+
+
+def install_change_tracker(tracker: ChangeTracker) -> None:
+    """Route the bulk write paths through `tracker` (the caches app, at start)."""
+    global _tracker
+    _tracker = tracker
+
+
+def _tracking() -> ChangeTracker:
+    if _tracker is None:
+        raise RuntimeError(
+            "a cache-feeding write ran before the caches app installed its "
+            "change tracker (caches.apps.CachesConfig.ready)"
+        )
+    return _tracker
 
 
 class CacheFeedingQuerySet(models.QuerySet):
@@ -26,16 +71,12 @@ class CacheFeedingQuerySet(models.QuerySet):
 
     def update(self, **kwargs: Any) -> int:
         """Update the rows, invalidating the old and new keys of each after commit."""
-        from caches.invalidation.tracking import tracked_update
-
-        return tracked_update(self, kwargs)
+        return _tracking().tracked_update(self, kwargs)
 
     def bulk_update(
         self, objs: Iterable[Any], fields: Iterable[str], batch_size: int | None = None
     ) -> int:
         """Update `fields` of `objs`, invalidating their old and new keys after commit."""
-        from caches.invalidation.tracking import tracked_bulk_update
-
         fields = list(fields)
 
         def run(rows: list[Any]) -> int:
@@ -43,7 +84,7 @@ class CacheFeedingQuerySet(models.QuerySet):
                 rows, fields, batch_size=batch_size
             )
 
-        return tracked_bulk_update(self, objs, fields, run)
+        return _tracking().tracked_bulk_update(self, objs, fields, run)
 
     def bulk_create(
         self,
@@ -55,7 +96,6 @@ class CacheFeedingQuerySet(models.QuerySet):
         unique_fields: Collection[str] | None = None,
     ) -> list[Any]:
         """Insert `objs`, invalidating their keys after commit."""
-        from caches.invalidation.tracking import tracked_bulk_create
 
         def run(rows: list[Any]) -> list[Any]:
             return super(CacheFeedingQuerySet, self).bulk_create(
@@ -68,7 +108,7 @@ class CacheFeedingQuerySet(models.QuerySet):
             )
 
         options = {"update_conflicts": update_conflicts, "update_fields": update_fields}
-        return tracked_bulk_create(self, objs, options, run)
+        return _tracking().tracked_bulk_create(self, objs, options, run)
 
 
 class CacheFeedingModel(models.Model):
