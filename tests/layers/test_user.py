@@ -94,7 +94,7 @@ def test_a_blacklist_answer_is_keyed_in_the_order_its_operation_takes(
     run, make_user, make_server
 ):
     from caches.invalidation.describe import describe_event
-    from caches.rules import event
+    from caches.rules import USER_BLACKLIST, event
 
     row, server = make_user(), make_server()
     server_id, user_id = server.server_disc_id, row.user_disc_id
@@ -104,7 +104,7 @@ def test_a_blacklist_answer_is_keyed_in_the_order_its_operation_takes(
     # The operator types the key in the same order, and so reaches the same entry.
     assert registry.parse_key("user", f"{server_id}:{user_id}") == key
     # The rule's event, its phrase and the operation all read (server, user).
-    blacklist = event("user", "blacklist", server_id, user_id)
+    blacklist = event(USER_BLACKLIST, server_id, user_id)
     assert describe_event(blacklist) == (
         f"blacklist entry of user {user_id} in server {server_id}"
     )
