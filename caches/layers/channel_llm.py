@@ -84,7 +84,7 @@ def _channel_phrase(s: int, c: int | None = None) -> str:
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("server", "server_id"),
+    guild=GuildScope("server", "server_id", scope="server"),
     description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
     policy=EmergencyPolicy.CLEAR,
     key=override_key(lambda k: f"LLM override of channel {k[1]} in server #{k[0]}"),

@@ -82,7 +82,7 @@ def _channel_phrase(s: int, c: int | None = None) -> str:
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("server", "server_id"),
+    guild=GuildScope("server", "server_id", scope="server"),
     description="Per-channel system prompt overrides ({prompt, mode} or None).",
     policy=EmergencyPolicy.CLEAR,
     key=override_key(

@@ -180,7 +180,7 @@ def _channel_phrase(server_disc_id: int, channel_disc_id: int | None = None) -> 
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("server", "server_disc_id"),
+    guild=GuildScope("server", "server_disc_id", scope="server"),
     description="Whitelist decisions per channel (thread parent) and member roles.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

@@ -123,6 +123,10 @@ class GuildScope:
 
     op: str
     by: Literal["server_id", "server_disc_id"]
+    #: The scope index (of the layer's maps) that holds the guild's entries:
+    #: the bot drains it in slices before running `op`, so dropping a big
+    #: guild never blocks the event loop for long (None: `op` alone).
+    scope: str | None = None
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ def _spotlight_phrase(server_id: int, user_id: Any = None, channel: Any = None) 
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("spotlight", "server_id"),
+    guild=GuildScope("spotlight", "server_id", scope="server"),
     description="Personal spotlight per server:user:channel, behind a per-server gate.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

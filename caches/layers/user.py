@@ -160,7 +160,7 @@ async def _reload(key: int | tuple[int, int]) -> Any:
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("blacklist_server", "server_disc_id"),
+    guild=GuildScope("blacklist_server", "server_disc_id", scope="blacklist_server"),
     description="User rows (privacy level) and per-server blacklist answers.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(

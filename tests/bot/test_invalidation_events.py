@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from caches.core import MISSING
@@ -136,3 +137,64 @@ async def test_guild_remove_drops_every_entry_of_the_guild(bot: Bot) -> None:
     assert not cached("st_preset", turn.server_id)
     assert not cached("channel_prompt", (turn.server_id, turn.channel_disc_id))
     assert whitelist_keys_of(guild) == []
+
+
+def _steps(coro: Any) -> int:
+    """Run `coro` to its end by hand; return how often it gave the loop a turn."""
+    turns = 0
+    while True:
+        try:
+            assert coro.send(None) is None  # only sleep(0): no real waits here
+        except StopIteration:
+            return turns
+        turns += 1
+
+
+def test_a_big_guild_is_dropped_in_turns_and_only_that_guild(monkeypatch) -> None:
+    from tomori.bot.pipeline import discord_events
+
+    whitelist: Any = registry.get("channel_whitelist")
+    user: Any = registry.get("user")
+    big, other = 111, 222
+    for i in range(500):
+        whitelist.set((big, 1000 + i % 20, 0, frozenset({i})), object())
+        user.set((big, 5000 + i), False)
+    whitelist.set((other, 3000, 0, None), object())
+    user.set((other, 5000), False)
+    user.set(5000, object())  # a user row: no guild's
+    state: Any = registry.get("tomori_state")
+    state.primary.set(big, SimpleNamespace(server_id=7))  # its id, known: no query
+    monkeypatch.setattr(discord_events, "DRAIN_BUDGET_SECONDS", 0.0)
+
+    turns = _steps(discord_events.guild_removed(big, [1000 + i for i in range(20)]))
+
+    # Every 16 entries the clock is read, and an exhausted budget yields.
+    assert turns >= 1000 // 16
+    user_keys = user.keys()  # a snapshot list of the live keys
+    assert whitelist_keys_of(big) == []
+    assert not any(isinstance(k, tuple) and k[0] == big for k in user_keys)
+    assert whitelist_keys_of(other) == [(other, 3000, 0, None)]
+    assert cached("user", (other, 5000)) and cached("user", 5000)
+
+
+def test_a_role_deletion_drains_the_whitelist_in_turns(monkeypatch) -> None:
+    from tomori.bot.pipeline import discord_events
+
+    whitelist: Any = registry.get("channel_whitelist")
+    for i in range(100):
+        whitelist.set((111, 1000, 0, frozenset({i})), object())
+    monkeypatch.setattr(discord_events, "DRAIN_BUDGET_SECONDS", 0.0)
+
+    turns = _steps(discord_events.role_deleted(111))
+
+    assert turns >= 100 // 16 and whitelist_keys_of(111) == []
+
+
+def test_every_declared_guild_scope_exists_on_its_built_layer() -> None:
+    from caches.layers import declared_layers
+    from tomori.bot.pipeline.discord_events import _stores_with_scope
+
+    scoped = [(n, x.guild.scope) for n, x in declared_layers().items() if x.guild]
+    for name, scope in scoped:
+        if scope is not None:
+            assert _stores_with_scope(registry.get(name), scope)  # raises if absent

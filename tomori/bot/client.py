@@ -160,7 +160,7 @@ class TomoriClientMixin:
 
     async def on_guild_role_delete(self, role: discord.Role) -> None:
         """Drop the guild's whitelist entries (signatures with the role are dead)."""
-        self._invalidated("role_delete", events.role_deleted(role.guild.id))
+        self._invalidated("role_delete", await events.role_deleted(role.guild.id))
 
     async def on_webhooks_update(self, channel: Any) -> None:
         """Drop the channel's webhook and persona webhook entries."""

@@ -17,8 +17,10 @@ unreachable, so the server's entries are dropped to free them at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from time import perf_counter
 from typing import Any
 
 from caches.core import MISSING
@@ -32,15 +34,22 @@ from caches.layers import (
     tomori_state,
     webhook,
 )
+from caches.layers.declaration import Layer
 from caches.registry import Event, registry
 from tomori.repositories import servers as servers_repo
 
 logger = logging.getLogger(__name__)
 
+#: How long a guild drain works before the event loop gets a turn.
+DRAIN_BUDGET_SECONDS = 0.0003
+#: Entries dropped between two looks at the clock.
+_CLOCK_EVERY = 16
+#: Channels whose webhook entries are dropped between two turns of the loop.
+CHANNELS_PER_TURN = 64
+
 # The operations these handlers run, bound (and checked) at import.
 _EXPRESSIONS = emoji_sticker.LAYER.op("key")
 _WEBHOOKS = webhook.LAYER.op("channel")
-_WHITELIST_SERVER = channel_whitelist.LAYER.op("server")
 _WHITELIST_CHANNEL = channel_whitelist.LAYER.op("channel")
 _LLM_CHANNEL = channel_llm.LAYER.op("channel")
 _PROMPT_CHANNEL = channel_prompt.LAYER.op("channel")
@@ -89,9 +98,11 @@ def webhooks_changed(channel_disc_id: int) -> int:
     return apply(_WEBHOOKS(channel_disc_id))
 
 
-def role_deleted(server_disc_id: int) -> int:
-    """A role of the guild was deleted: drop the guild's whitelist entries."""
-    return apply(_WHITELIST_SERVER(server_disc_id))
+async def role_deleted(server_disc_id: int) -> int:
+    """A role of the guild was deleted: drop the guild's whitelist entries (in slices)."""
+    return await drop_guild(
+        channel_whitelist.LAYER, server_id=None, server_disc_id=server_disc_id
+    )
 
 
 async def channel_changed(server_disc_id: int, channel_disc_id: int) -> int:
@@ -120,10 +131,87 @@ def guild_events(server_disc_id: int, server_id: int | None) -> list[Event]:
 async def guild_removed(server_disc_id: int, channel_ids: Iterable[int]) -> int:
     """The bot left a guild (or it was deleted): drop every entry of that guild.
 
-    Each layer declares how (`Layer.guild`); webhooks are per channel.
+    Each layer declares how (`Layer.guild`); webhooks are per channel. The
+    loop gets a turn whenever DRAIN_BUDGET_SECONDS of work have passed, so a
+    guild holding thousands of entries never blocks it for long.
     Short-term memory stays: it is conversational state, not a read-through copy.
     """
     server_id = await server_id_of(server_disc_id)
-    removed = sum(apply(event) for event in guild_events(server_disc_id, server_id))
-    removed += sum(webhooks_changed(channel_id) for channel_id in channel_ids)
+    turns = LoopTurns()
+    removed = 0
+    for layer in declared_layers().values():
+        removed += await drop_guild(
+            layer, server_id=server_id, server_disc_id=server_disc_id, turns=turns
+        )
+    for channel_id in channel_ids:
+        removed += await drain_scope(webhook.NAME, "channel", channel_id, turns=turns)
+        removed += webhooks_changed(channel_id)
+        await turns.check()
     return removed
+
+
+class LoopTurns:
+    """Gives the event loop a turn whenever `budget` seconds of work have passed."""
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.budget = DRAIN_BUDGET_SECONDS if budget is None else budget
+        self.deadline = perf_counter() + self.budget
+
+    async def check(self) -> None:
+        """Yield to the loop if this stretch of work has used its budget."""
+        if perf_counter() >= self.deadline:
+            await self.give()
+
+    async def give(self) -> None:
+        """Yield to the loop now (before a step whose cost is not sliced)."""
+        await asyncio.sleep(0)
+        self.deadline = perf_counter() + self.budget
+
+
+async def drop_guild(
+    layer: Layer,
+    *,
+    server_id: int | None,
+    server_disc_id: int,
+    turns: LoopTurns | None = None,
+) -> int:
+    """Drop one guild's entries from `layer`: its scope drained, then its operation."""
+    event = layer.guild_event(server_id=server_id, server_disc_id=server_disc_id)
+    if event is None:
+        return 0
+    turns = turns or LoopTurns()
+    removed = 0
+    if layer.guild is not None and layer.guild.scope is not None:
+        removed += await drain_scope(
+            layer.name, layer.guild.scope, event.args[0], turns=turns
+        )
+    removed += apply(event)  # what the scope does not hold (a gate, a last good copy)
+    await turns.check()
+    return removed
+
+
+async def drain_scope(
+    cache_name: str, scope: str, value: Hashable, *, turns: LoopTurns
+) -> int:
+    """Drop the entries whose `scope` holds `value`, giving the loop its turns.
+
+    Only for entries nobody can ask for any more (a guild the bot left, role
+    signatures holding a deleted role): between two turns the loop runs, and
+    the rest of the scope is still cached.
+    """
+    removed = 0
+    for store in _stores_with_scope(registry.get(cache_name), scope):
+        await turns.give()  # listing the scope is one step: start it afresh
+        for count, key in enumerate(store.keys_in_scope(scope, value), start=1):
+            removed += store.invalidate(key)
+            if count % _CLOCK_EVERY == 0:
+                await turns.check()
+    return removed
+
+
+def _stores_with_scope(cache: Any, scope: str) -> list[Any]:
+    stores = list(cache.maps().values()) if hasattr(cache, "maps") else [cache]
+    found = [store for store in stores if scope in getattr(store, "scope_names", ())]
+    if not found:
+        raise KeyError(f"cache {cache.name!r} has no map with a scope {scope!r}")
+    return found
