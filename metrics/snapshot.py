@@ -1,4 +1,4 @@
-"""The cache_sizes row: a worker snapshot's sizes, discord.py counts, memory, loop lag."""
+"""The cache_sizes row: a worker snapshot's sizes and bytes, discord.py counts, memory, loop lag."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ def cache_sizes_row(
     Sizes are entries currently resident, by the registry's spec names;
     discord.py's cache counts come under ``discord_*`` when the worker has a
     client. ``loop_lag`` is the event loop's peak lag in ms since the last sample.
+    Each cache's sampled bytes estimate, where the snapshot has one, goes in
+    one nested ``bytes_estimate`` field (``{cache: bytes}``), so the charts do
+    not read it as a cache.
     """
     row: dict[str, Any] = {
         "worker_id": snapshot.worker_id,
@@ -23,6 +26,11 @@ def cache_sizes_row(
     }
     sizes = {name: stats.size for name, stats in snapshot.caches.items()}
     row.update(sizes, cache_entries_total=sum(sizes.values()))
+    row["bytes_estimate"] = {
+        name: stats.bytes_estimate
+        for name, stats in snapshot.caches.items()
+        if stats.bytes_estimate is not None
+    }
     if snapshot.discord:
         row.update(snapshot.discord, discord_entries_total=_discord_total(snapshot))
     row.update(_memory_fields(snapshot))

@@ -5,8 +5,9 @@ the bus, the pipeline and the guard already keep, read at scrape time on
 the endpoint's thread. Those reads are GIL-safe: cache `stats()` reads ints
 and `len()` of the underlying dicts without expiring anything, bus stats are
 taken under their lock, and dict counters are copied in one C call. What
-needs a walk over loop-owned dicts (discord.py counts, size estimates) comes
-from `LoopFigures`, refreshed on the loop.
+needs a walk over loop-owned dicts comes from what the loop refreshed:
+discord.py counts from `LoopFigures`, size estimates from the worker's
+`CacheBytesEstimator`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class WorkerSources:
     guard: Callable[[], Any]
     memory_limit: Callable[[], int]
     size_sample: int = 0
+    #: The worker's CacheBytesEstimator (metrics/cache_bytes.py), or None.
+    cache_bytes: Callable[[], Any] = lambda: None
     consistency: Callable[[], Any] = lambda: None
 
 
@@ -89,16 +92,21 @@ class WorkerCollector:
             shard_count=str(src.shard_count or 1),
             started_at=src.started_at,
             ready=ready,
-            refresh_step=src.figures.longest_step,
+            refresh_step=max(src.figures.longest_step, self._estimate_step()),
         )
 
     def _caches(self) -> Iterator[Metric]:
         stats = {e.name: e.cache.stats() for e in self.sources.registry.entries()}
         yield from families.cache_families(stats)
-        if self.sources.size_sample > 0:
+        estimator = self.sources.cache_bytes()
+        if self.sources.size_sample > 0 and estimator is not None:
             yield families.cache_bytes_family(
-                self.sources.figures.cache_bytes, self.sources.size_sample
+                estimator.estimates, self.sources.size_sample
             )
+
+    def _estimate_step(self) -> float:
+        estimator = self.sources.cache_bytes()
+        return 0.0 if estimator is None else float(estimator.longest_step)
 
     def _discord(self) -> Iterator[Metric]:
         figures = self.sources.figures

@@ -35,6 +35,7 @@ class ObservedWorker(Protocol):
     pipeline: Any
     guard: Any
     options: Any
+    cache_bytes: Any  # metrics.cache_bytes.CacheBytesEstimator
 
 
 def build_registry(sources: WorkerSources) -> CollectorRegistry:
@@ -86,6 +87,7 @@ class WorkerObservability:
             guard=lambda: worker.guard,
             memory_limit=lambda: memory_limit_bytes,
             size_sample=size_sample,
+            cache_bytes=lambda: worker.cache_bytes,
             consistency=lambda: getattr(worker, "consistency", None),
         )
         self.registry = build_registry(self.sources)
@@ -124,17 +126,10 @@ class WorkerObservability:
         )
 
     async def refresh(self) -> None:
-        """Recompute discord.py counts, size estimates and the gateway state now."""
-        from caches.registry import registry
-
+        """Recompute discord.py counts and the gateway state now."""
         started = time.perf_counter()
         try:
-            await refresh_figures(
-                self.figures,
-                registry=registry,
-                client=self.worker.client,
-                sample=self.size_sample,
-            )
+            refresh_figures(self.figures, client=self.worker.client)
         except Exception:  # noqa: BLE001 (the next refresh tries again)
             logger.exception("metrics: refreshing loop-side figures failed")
         logger.debug(

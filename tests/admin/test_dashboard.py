@@ -366,8 +366,8 @@ def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-de
     settings.REDIS_URL = ""
     context = WorkerContext(worker_id="bytes")
     snapshot = build_worker_snapshot(context=context, started_at=0.0)
-    figures = SimpleNamespace(cache_bytes={TEST_CACHE: 3 * 2**20, "absent": 1})
-    holder = SimpleNamespace(observability=SimpleNamespace(figures=figures))
+    estimates = {TEST_CACHE: 3 * 2**20, "absent": 1}
+    holder = SimpleNamespace(cache_bytes=SimpleNamespace(estimates=estimates))
     snapshot = BotWorker._add_bytes_estimates(holder, snapshot)  # type: ignore[arg-type]
     assert snapshot.caches[TEST_CACHE].bytes_estimate == 3 * 2**20
     assert "absent" not in snapshot.caches

@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from caches.registry import registry
+from metrics.cache_bytes import CacheBytesEstimator
 from metrics.prometheus.worker import WorkerObservability
 from tests.bot.conftest import Bot
 from tests.metrics.scraping import get, parse, total, value
@@ -26,6 +28,7 @@ async def observed(bot: Bot) -> AsyncIterator[WorkerObservability]:
         pipeline=bot.pipeline,
         guard=None,
         options=SimpleNamespace(shard_ids=None, shard_count=None),
+        cache_bytes=CacheBytesEstimator(registry, sample=16),
     )
     observability = WorkerObservability(
         worker,
@@ -41,7 +44,9 @@ async def observed(bot: Bot) -> AsyncIterator[WorkerObservability]:
 
 
 async def _scrape(observability: WorkerObservability) -> str:
-    await observability.refresh()  # on the loop, as the worker's timer does
+    # On the loop, as the worker's timers do.
+    await observability.worker.cache_bytes.refresh()
+    await observability.refresh()
     status, body = await asyncio.to_thread(get, observability.endpoint.url + "/metrics")
     assert status == 200
     return body

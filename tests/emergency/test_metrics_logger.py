@@ -334,3 +334,25 @@ def test_the_row_reads_the_same_worker_snapshot_the_dashboard_shows(
     assert row["memory_percent"] == view.memory["percent"]
     assert row["shard_ids"] == view.shard_ids == [3]
     assert metric_lines.named("cache_sizes")[0]["user"] == 7
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_cache_sizes_row_carries_each_caches_bytes_without_metrics_port(
+    user_cache: BoundedTTLCache, db_metric_writer: BackgroundMetricWriter, settings: Any
+):
+    from caches.operations import WorkerContext
+    from tomori.bot.worker import BotWorker, WorkerOptions
+
+    settings.METRICS_PORT = None  # no endpoint: the worker estimates by itself
+    worker = BotWorker(WorkerOptions(worker_id="w-bytes"))
+    worker.context = WorkerContext(worker_id="w-bytes")
+    assert worker.cache_metrics_logger().sample()["bytes_estimate"] == {}
+    estimates = asyncio.run(worker.cache_bytes.refresh())  # its loop-side timer's step
+    worker.cache_metrics_logger().sample()
+    assert db_metric_writer.flush(timeout=10)
+    rows = MetricSample.objects.filter(
+        metric_name="cache_sizes", fields__worker_id="w-bytes"
+    ).order_by("id")
+    first, second = (row.fields for row in rows)
+    assert first["bytes_estimate"] == {} and first["user"] == 7
+    assert second["bytes_estimate"] == estimates and estimates["user"] > 0

@@ -16,10 +16,11 @@ from caches.core import BoundedTTLCache, FakeClock
 from caches.memory.emergency import clear_emergency_caches
 from caches.memory.guard import MemoryGuard
 from caches.registry import EmergencyPolicy, registry
+from metrics.cache_bytes import CacheBytesEstimator, deep_size, estimate_cache_bytes
 from metrics.prometheus.buckets import BucketCounts, TurnTimings
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import LOOP_STALL_SECONDS, WorkerHealth
-from metrics.prometheus.sampled import LoopFigures, deep_size, estimate_cache_bytes
+from metrics.prometheus.sampled import LoopFigures
 from metrics.prometheus.worker import WorkerObservability
 from tests.metrics.scraping import get, parse, scrape, value
 from tomori.knobs import KNOBS_BY_NAME, parse_knob
@@ -46,6 +47,7 @@ def _worker(**parts: Any) -> SimpleNamespace:
         guard=parts.get("guard"),
         options=SimpleNamespace(shard_ids=[3], shard_count=4),
         consistency=parts.get("consistency"),
+        cache_bytes=CacheBytesEstimator(registry, sample=4),
     )
 
 
@@ -207,15 +209,18 @@ def test_invalidation_lag_is_observed_where_the_bus_applies(
     assert value(samples, "tomori_bus_connected") == 0  # not subscribed
 
 
-async def test_size_estimates_come_from_the_loop_side_refresh(
+async def test_size_estimates_come_from_the_workers_loop_side_estimator(
     test_cache, endpoint
 ) -> None:  # type: ignore[no-untyped-def]
-    observability = endpoint(_worker(), size_sample=4)
+    worker = _worker()
+    observability = endpoint(worker, size_sample=4)
     for key in range(40):
         test_cache.set(key, f"{key:04d}" * 250)  # 1000 characters each
     series = ("tomori_cache_estimated_bytes", (("cache", CACHE),))
     assert series not in scrape(observability.endpoint.url)  # not refreshed yet
-    await observability.refresh()
+    await observability.refresh()  # the endpoint's own refresh walks no cache
+    assert series not in scrape(observability.endpoint.url)
+    await worker.cache_bytes.refresh()
     estimate = value(
         scrape(observability.endpoint.url), "tomori_cache_estimated_bytes", cache=CACHE
     )

@@ -62,6 +62,7 @@ from caches.messages import WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
+from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
 from tomori.bot.lock import ShardLock, lock_names
@@ -146,6 +147,9 @@ class BotWorker:
         self.simulator: Any = None
         self.catalogs: CatalogSet | None = None
         self.guard: MemoryGuard | None = None
+        self.cache_bytes = CacheBytesEstimator(
+            registry, sample=knobs().METRICS_SIZE_SAMPLE_ENTRIES
+        )
         self._last_hits = (0, 0)
         self.consistency = ConsistencyWatcher(
             registry,
@@ -324,15 +328,14 @@ class BotWorker:
         lag = LoopLagMonitor()
         lag.start()
         self._running.cleanups.append(lag.stop)
-        metrics_logger = CacheMetricsLogger(
-            interval_seconds=knobs().CACHE_METRICS_INTERVAL_MS / 1000,
-            worker_id=self.worker_id,
-            client_getter=lambda: self.client,
-            guard=self.guard,
-            snapshot=self._take_snapshot,
-            host_sampler=HostMemorySampler(),
-            lag_monitor=lag,
+        self._spawn(
+            self.cache_bytes.run(
+                self.stop_event,
+                interval_seconds=knobs().METRICS_REFRESH_SECONDS,
+            ),
+            "cache-bytes",
         )
+        metrics_logger = self.cache_metrics_logger(lag_monitor=lag)
         self._spawn(metrics_logger.run(self.stop_event), "cache-metrics")
         self._spawn(self._every(DB_CHECK_SECONDS, check_database), "db-outage")
         self._spawn(
@@ -346,6 +349,20 @@ class BotWorker:
         self._spawn(
             self._every(knobs().WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
+        )
+
+    def cache_metrics_logger(
+        self, *, lag_monitor: LoopLagMonitor | None = None
+    ) -> CacheMetricsLogger:
+        """Return the logger of this worker's cache_sizes rows (with each cache's bytes)."""
+        return CacheMetricsLogger(
+            interval_seconds=knobs().CACHE_METRICS_INTERVAL_MS / 1000,
+            worker_id=self.worker_id,
+            client_getter=lambda: self.client,
+            guard=self.guard,
+            snapshot=self._take_snapshot,
+            host_sampler=HostMemorySampler(),
+            lag_monitor=lag_monitor,
         )
 
     async def _log_traffic(self) -> None:
@@ -446,10 +463,8 @@ class BotWorker:
         return self._add_bytes_estimates(snapshot)
 
     def _add_bytes_estimates(self, snapshot: WorkerSnapshot) -> WorkerSnapshot:
-        # Sampled on the loop by the metrics endpoint's refresh (METRICS_PORT).
-        if self.observability is None:
-            return snapshot
-        estimates = self.observability.figures.cache_bytes
+        # Sampled on the loop by the worker's own estimator (metrics/cache_bytes.py).
+        estimates = self.cache_bytes.estimates
         caches = {
             name: dataclasses.replace(stats, bytes_estimate=estimates[name])
             if name in estimates
