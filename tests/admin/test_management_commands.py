@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from io import StringIO
@@ -145,3 +146,27 @@ def test_prune_metric_samples_dry_run_counts_and_prune_deletes() -> None:
     assert MetricSample.objects.count() == 3
     assert "deleted 2 sample(s)" in run("prune_metric_samples")
     assert MetricSample.objects.count() == 1
+
+
+def test_cache_stats_shows_each_caches_bytes_without_metrics_port(  # type: ignore[no-untyped-def]
+    test_cache, settings
+) -> None:
+    from caches import live
+    from caches.operations import WorkerContext
+    from tomori.bot.worker import BotWorker, WorkerOptions
+
+    settings.METRICS_PORT = None  # no endpoint: the worker estimates by itself
+    bot = BotWorker(WorkerOptions(worker_id="w-bytes"))
+    bot.context = WorkerContext(worker_id="w-bytes")
+    estimates = asyncio.run(bot.cache_bytes.refresh())  # its loop-side timer's step
+    live.publish_snapshot("w-bytes", bot._build_snapshot())
+    try:
+        [entry] = json.loads(run("cache_stats", "--json"))["workers"]
+        table = run("cache_stats")
+    finally:
+        live.withdraw_snapshot("w-bytes")
+    layer = next(layer for layer in entry["layers"] if layer["name"] == TEST_CACHE)
+    assert layer["bytes_estimate"] == estimates[TEST_CACHE] > 5 * len("value 1")
+    line = next(line for line in table.splitlines() if line.startswith(TEST_CACHE))
+    assert line.split()[1] == "5"
+    assert line.split()[-2:] == [str(estimates[TEST_CACHE]), "B"]

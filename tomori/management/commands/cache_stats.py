@@ -32,11 +32,22 @@ COLUMNS = (
     ("inval", 7, lambda r: _n(r.invalidations)),
     ("ttl", 7, lambda r: "none" if r.ttl is None else format_duration(r.ttl)),
     ("policy", 12, lambda r: r.policy),
+    ("bytes", 10, lambda r: _bytes(r.bytes_estimate)),
 )
 
 
 def _n(value: Any) -> str:
     return "-" if value is None else f"{value:,}"
+
+
+def _bytes(value: int | None) -> str:
+    """Return a sampled bytes estimate as "512 B", "48.2 kB", "6.4 MB" or "-"."""
+    if value is None:
+        return "-"
+    for unit, size in (("MB", 2**20), ("kB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
 
 
 def _p(value: float | None) -> str:
