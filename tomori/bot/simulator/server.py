@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from types import TracebackType
 
 from aiohttp import web
@@ -29,6 +30,11 @@ from tomori.bot.simulator.traffic import PlannedMessage, TrafficModel
 from tomori.bot.simulator.world import World
 
 logger = logging.getLogger(__name__)
+
+#: The bot's sent messages (and unknown routes) the simulator keeps for
+#: inspection, newest last: a long run must not grow without bound (counts
+#: of everything are in `stats`).
+RECORDS_KEPT = 1_000
 
 
 class SimulatedDiscord(GuildActions):
@@ -56,8 +62,8 @@ class SimulatedDiscord(GuildActions):
         # Discord echoes the bot's own REST and webhook posts as MESSAGE_CREATE.
         self.echo_own_messages = echo_own_messages
         self.stats = SimStats()
-        self.sent_messages: list[SentMessage] = []
-        self.unknown_routes: list[UnknownRoute] = []
+        self.sent_messages: deque[SentMessage] = deque(maxlen=RECORDS_KEPT)
+        self.unknown_routes: deque[UnknownRoute] = deque(maxlen=RECORDS_KEPT)
         self.ids = SnowflakeFactory()
         self.traffic = TrafficModel(self.world, self.scenario)
         self.gateway = GatewayHub(self.world, self.stats, lambda: self.gateway_url)
