@@ -29,7 +29,9 @@ processed: the worker must keep up, or the figure measures a queue), and
 bytes per entry per cache layer.
 
 Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
-behind (a backlog above --max-backlog at the end) is a FAIL too: lower --rate.
+behind (a backlog above --max-backlog at the end) or whose database thread
+could not keep up (more than 1% db_unavailable turns: those store nothing,
+so the RSS would read low) is a FAIL too: lower --rate.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ sys.path.insert(0, str(ROOT))
 
 RSS_BAR_MB = 200.0
 MIB = 2**20
+#: Turns whose database reads timed out store less: a run with more measures less.
+HEALTHY_SHARE = 0.01
 PER = 100_000
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tomori_bench"
 READY_TIMEOUT_SECONDS = 300.0
@@ -232,6 +236,7 @@ class Run:
     rate: float
     messages: int
     ready_rss: float = 0.0
+    steps: dict[str, float] = field(default_factory=dict)  # step -> RSS MB after it
     ready_seconds: float = 0.0
     seconds: float = 0.0
     load_start: str = ""
@@ -296,7 +301,7 @@ def run_worker(options: argparse.Namespace) -> Run:
             stdout=log,
             stderr=subprocess.STDOUT,
         ) as worker:
-            _wait_ready(worker, metrics_port, run)
+            _wait_ready(worker, metrics_port, run, options.log)
             run.ready_seconds = time.monotonic() - started
             _drive(worker, metrics_port, run, options)
             _final_readings(metrics_port, env, run)
@@ -310,19 +315,36 @@ def _rss_mb(worker: psutil.Process) -> float:
     return float(worker.memory_info().rss) / MIB
 
 
-def _wait_ready(worker: subprocess.Popen[str], port: int, run: Run) -> None:
-    """Wait until the worker's gateway is ready (the first message was received)."""
+#: Start-up steps, by the worker's log line that ends each (see tomori/bot/worker.py).
+STEPS = (
+    ("started (settings, bus, caches warmed, timers on)", "once any previous holder"),
+    ("+ simulated Discord (its world, serving)", "simulated Discord at"),
+    ("+ gateway ready (discord.py holds every guild)", "bot ready"),
+)
+
+
+def _wait_ready(
+    worker: subprocess.Popen[str], port: int, run: Run, log_path: str
+) -> None:
+    """Note the RSS after each start-up step; return once the first message is in."""
+    proc = psutil.Process(worker.pid)
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise RuntimeError(f"runbot exited with {worker.returncode}: see its log")
-        try:
-            if Counts.read(scrape(port)).received > 0:
-                run.ready_rss = _rss_mb(psutil.Process(worker.pid))
+    with open(log_path) as log:
+        text = ""
+        while time.monotonic() < deadline:
+            if worker.poll() is not None:
+                raise RuntimeError(
+                    f"runbot exited with {worker.returncode}: see its log"
+                )
+            text += log.read()
+            for label, marker in STEPS:
+                if label not in run.steps and marker in text:
+                    run.steps[label] = _rss_mb(proc)
+            # Scrape only once ready: nothing else then races the start-up imports.
+            if "bot ready" in text and Counts.read(scrape(port)).received > 0:
+                run.ready_rss = _rss_mb(proc)
                 return
-        except OSError:
-            pass  # the endpoint is not up yet
-        time.sleep(0.5)
+            time.sleep(0.25)
     raise RuntimeError("runbot received no message in time: see its log")
 
 
@@ -428,6 +450,8 @@ def report(run: Run) -> bool:
         f"turns: {run.counts.processed:,} processed, max backlog "
         f"{run.max_backlog:,}, {run.counts.db_unavailable:,} db_unavailable"
     )
+    for label, rss in run.steps.items():
+        print(f"RSS after start-up step: {label}: {rss:.1f} MB")
     print(f"RSS at ready {run.ready_rss:.1f} MB, peak {run.peak_rss:.1f} MB")
     marks = [
         (m, rss_at(run.samples, m)) for m in range(PER, run.counts.received + 1, PER)
@@ -481,6 +505,11 @@ def _bars(run: Run) -> bool:
             "the worker kept up (backlog at the end)",
             backlog <= run.backlog_bar,
             f"{backlog:,}",
+        ),
+        (
+            f"a healthy worker (db_unavailable turns <= {HEALTHY_SHARE:.0%})",
+            run.counts.db_unavailable <= HEALTHY_SHARE * max(run.counts.processed, 1),
+            f"{run.counts.db_unavailable:,} of {run.counts.processed:,}",
         ),
         ("clean exit on SIGTERM", run.exit_code == 0, f"exit {run.exit_code}"),
     ]
