@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -64,8 +65,8 @@ class Simulator(Protocol):
     stats: SimStats
     scenario: Scenario
     ids: SnowflakeFactory
-    sent_messages: list[SentMessage]
-    unknown_routes: list[UnknownRoute]
+    sent_messages: deque[SentMessage]
+    unknown_routes: deque[UnknownRoute]
 
     @property
     def gateway_url(self) -> str:
