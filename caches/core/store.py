@@ -45,6 +45,7 @@ Like the cache built on it, the store is confined to the event-loop thread
 
 from __future__ import annotations
 
+import builtins
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -54,7 +55,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 from caches.core.clock import Clock
 from caches.core.markers import MISSING, Missing
 from caches.core.slots import COMPACT_AFTER as _COMPACT_AFTER
-from caches.core.slots import SlotQueue, StaleRecord
+from caches.core.slots import SlotQueue
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -62,8 +63,10 @@ D = TypeVar("D")
 
 # Distinct per-entry ttls kept exactly; see the module docstring.
 MAX_TTL_QUEUES = 32
-# Stale slots tolerated beyond the live entry count before queues are rebuilt.
+# Stale slots a queue tolerates beyond its live ones before a compaction pass.
 _STALE_SLACK = 1024
+# Slots a compaction pass walks per write that leaves a stale slot (at least).
+_COMPACT_CHUNK = 256
 
 #: A scope function: the scope values a key belongs to (empty: none).
 ScopeFn = Callable[[Any], tuple[Hashable, ...]]
@@ -75,8 +78,8 @@ class ExpiringStore(Generic[K, V]):
     # Set by _reset_structure (and reset on clear):
     _q0: SlotQueue  # the queue of the store's own ttl
     _queues: dict[float, SlotQueue]  # every ttl queue, _q0 included
-    _stale: dict[K, StaleRecord]  # keys that have stale slots
-    _stale_slots: int
+    _home: dict[K, SlotQueue]  # the queue of each live key not in _q0
+    _stale_slots: int  # stale slots in every queue
     _front_deadline: float  # no entry expires before this
 
     def __init__(
@@ -101,6 +104,8 @@ class ExpiringStore(Generic[K, V]):
         self.expirations = 0
         self._scope_fns: dict[str, ScopeFn] = dict(scopes or {})
         self._scopes: tuple[tuple[ScopeFn, dict[Hashable, set[K]]], ...] = ()
+        # Set once any key has had two values in one scope (see _remove_scope).
+        self._multi_valued = False
         self._reset_structure()
 
     # ----------------------------------------------------------- clock
@@ -181,7 +186,11 @@ class ExpiringStore(Generic[K, V]):
 
     def _index_add(self, key: K) -> None:
         for fn, index in self._scopes:
-            for value in fn(key):
+            values = fn(key)
+            if len(values) > 1:
+                # A scoped removal must then unindex the key's other values.
+                self._multi_valued = True
+            for value in values:
                 members = index.get(value)
                 if members is None:
                     index[value] = {key}
@@ -206,14 +215,39 @@ class ExpiringStore(Generic[K, V]):
             self._expire(now)
         data = self._data
         if key in data:
-            self._replace(key, value, self._pick_queue(ttl), now)
+            # A re-set (inlined: a hot path too). The old slot stays queued,
+            # stale; the key's new slot goes to the back of its ttl's queue.
+            q0 = self._q0
+            if ttl is None or ttl == q0.ttl:
+                queue = q0
+            else:
+                queue = self._queues.get(ttl) or self._queue_for(ttl)
+            home = self._home
+            old = home.get(key, q0) if home else q0
+            stale = old.stale
+            stale[key] = stale.get(key, 0) + 1
+            old.stale_slots += 1
+            self._stale_slots += 1
+            queue.keys.append(key)
+            queue.times.append(now)
+            if queue is not old:
+                if queue is q0:
+                    del home[key]
+                else:
+                    home[key] = queue
+            data[key] = value
+            deadline = now + queue.ttl
+            if deadline < self._front_deadline:
+                self._front_deadline = deadline
+            if old.stale_slots > old.limit:
+                self._compact_progress(old, 1)
             return
         if len(data) >= self.maxsize:
-            if self._stale or len(self._queues) > 1:
+            if self._stale_slots or len(self._queues) > 1:
                 self._evict_one()
             else:
                 # Inlined pop of the one queue's front: the hot path of a full
-                # cache, where every slot is live (no stale records exist).
+                # cache, where every slot is live (no stale slot exists).
                 q0 = self._q0
                 keys = q0.keys
                 head = q0.head
@@ -231,40 +265,20 @@ class ExpiringStore(Generic[K, V]):
                 q0.head = head
                 self.evictions += 1
         # Chosen after evicting: eviction may drop an empty ttl queue.
-        queue = self._q0 if ttl is None else self._queue_for(ttl)
+        if ttl is None:
+            queue = self._q0
+        else:
+            queue = self._queue_for(ttl)
+            if queue is not self._q0:
+                self._home[key] = queue
         queue.keys.append(key)
         queue.times.append(now)
         data[key] = value
         if self._scopes:
             self._index_add(key)
-        if self._stale:
-            self._note_live_slot(key, queue)
         deadline = now + queue.ttl
         if deadline < self._front_deadline:
             self._front_deadline = deadline
-
-    def _replace(self, key: K, value: V, queue: SlotQueue, now: float) -> None:
-        # The old slot stays queued as stale; the key moves to the back.
-        record = self._stale.get(key)
-        if record is None:
-            record = self._stale[key] = StaleRecord()
-        record.stale += 1
-        self._stale_slots += 1
-        record.live_ttl = queue.ttl
-        record.live_position = queue.push(key, now)
-        self._data[key] = value
-        self._front_deadline = min(self._front_deadline, now + queue.ttl)
-        self._compact_if_bloated()
-
-    def _note_live_slot(self, key: K, queue: SlotQueue) -> None:
-        # The key has stale slots from earlier stores: name its new live one.
-        record = self._stale.get(key)
-        if record is not None:
-            record.live_ttl = queue.ttl
-            record.live_position = queue.base + len(queue.keys) - 1
-
-    def _pick_queue(self, ttl: float | None) -> SlotQueue:
-        return self._q0 if ttl is None else self._queue_for(ttl)
 
     def _queue_for(self, ttl: float) -> SlotQueue:
         if not ttl > 0:
@@ -288,42 +302,81 @@ class ExpiringStore(Generic[K, V]):
         return self._expire(now) if now >= self._front_deadline else 0
 
     def _remove(self, key: K) -> None:
-        # The key's slot stays queued as stale until a pop or compaction.
+        # The key's slot stays queued as stale until a pop or a compaction.
         del self._data[key]
         if self._scopes:
             self._index_remove(key)
-        record = self._stale.get(key)
-        if record is None:
-            record = self._stale[key] = StaleRecord()
-        record.stale += 1
-        record.live_ttl = None
+        queue = self._home.pop(key, self._q0) if self._home else self._q0
+        queue.mark_stale(key)
         self._stale_slots += 1
-        self._compact_if_bloated()
+        if queue.stale_slots > queue.limit:
+            self._compact_progress(queue, 1)
 
-    def _remove_scope(self, scope: str, value: Hashable) -> list[K]:
-        """Remove every key of one scope value; return them (one pass, no scan)."""
+    def _remove_scope(self, scope: str, value: Hashable) -> builtins.set[K]:
+        """Remove every key of one scope value; return them (no scan).
+
+        Per key: the dict delete, its other scope values' index entries, and
+        one stale count (batched in C); the slots are left for lazy deletion.
+        """
         index = self._scope_index(scope)
-        keys = list(index.pop(value, ()))
-        data, stale, others = self._data, self._stale, self._scopes
+        keys = index.pop(value, None)
+        if not keys:
+            return builtins.set()
+        data = self._data
         for key in keys:
             del data[key]
-            for fn, other in others:
-                if other is index:
-                    continue
-                for v in fn(key):
-                    members = other.get(v)
-                    if members is not None:
-                        members.discard(key)
-                        if not members:
-                            del other[v]
-            record = stale.get(key)
-            if record is None:
-                record = stale[key] = StaleRecord()
-            record.stale += 1
-            record.live_ttl = None
+        self._unindex_others(keys, index, value)
+        if self._home:
+            touched: dict[SlotQueue, int] = {}
+            for key in keys:
+                queue = self._home.pop(key, self._q0)
+                queue.mark_stale(key)
+                touched[queue] = touched.get(queue, 0) + 1
+        else:
+            q0 = self._q0
+            stale = q0.stale
+            again = stale.keys() & keys if stale else ()
+            # One more stale slot per key: a C-level merge for the keys that
+            # had none (almost all), a loop for the few that had some.
+            counts = {key: stale[key] + 1 for key in again}
+            stale.update(dict.fromkeys(keys, 1))
+            stale.update(counts)
+            q0.stale_slots += len(keys)
+            touched = {q0: len(keys)}
         self._stale_slots += len(keys)
-        self._compact_if_bloated()
+        for queue, created in touched.items():
+            if queue.stale_slots > queue.limit:
+                self._compact_progress(queue, created)
         return keys
+
+    def _unindex_others(
+        self,
+        keys: builtins.set[K],
+        index: dict[Hashable, builtins.set[K]],
+        value: Hashable,
+    ) -> None:
+        # Every index entry of `keys` but (index, value), which the caller popped:
+        # one scope call per key, then set operations (in C, on stored hashes)
+        # per distinct value, which often goes whole (a server's channels).
+        for fn, other in self._scopes:
+            same = other is index
+            if same and not self._multi_valued:
+                continue
+            values: builtins.set[Hashable] = builtins.set()
+            for key in keys:
+                values.update(fn(key))
+            if same:
+                values.discard(value)
+            get = other.get
+            for v in values:
+                members = get(v)
+                if members is None:
+                    continue
+                common = members & keys
+                if len(common) == len(members):
+                    del other[v]
+                else:
+                    members -= common
 
     def _clear_entries(self) -> int:
         removed = len(self._data)
@@ -336,7 +389,7 @@ class ExpiringStore(Generic[K, V]):
     def _reset_structure(self) -> None:
         self._q0 = SlotQueue(math.inf if self.ttl is None else self.ttl)
         self._queues = {self._q0.ttl: self._q0}
-        self._stale = {}
+        self._home = {}
         self._stale_slots = 0
         self._front_deadline = math.inf
         self._scopes = tuple((fn, {}) for fn in self._scope_fns.values())
@@ -352,8 +405,7 @@ class ExpiringStore(Generic[K, V]):
         for queue in list(self._queues.values()):
             ttl = queue.ttl
             while queue.head < len(queue.keys) and queue.times[queue.head] + ttl <= now:
-                key, position = queue.pop()
-                removed += self._drop_slot(queue, key, position)
+                removed += self._pop_front(queue)
             if queue:
                 front = min(front, queue.front_deadline())
             elif queue is not self._q0:
@@ -365,8 +417,7 @@ class ExpiringStore(Generic[K, V]):
     def _evict_one(self) -> None:
         while True:
             queue = self._q0 if len(self._queues) == 1 else self._oldest_queue()
-            key, position = queue.pop()
-            if self._drop_slot(queue, key, position):
+            if self._pop_front(queue):
                 self.evictions += 1
                 return
 
@@ -377,36 +428,76 @@ class ExpiringStore(Generic[K, V]):
                 del self._queues[queue.ttl]
         return oldest
 
-    def _drop_slot(self, queue: SlotQueue, key: Any, position: int) -> bool:
-        """Drop the entry a popped slot stands for; False if the slot was stale."""
-        record = self._stale.get(key) if self._stale else None
-        if record is None:
-            del self._data[key]
-            if self._scopes:
-                self._index_remove(key)
-            return True
-        if record.is_live_slot(queue.ttl, position):
-            del self._data[key]
-            if self._scopes:
-                self._index_remove(key)
-            record.live_ttl = None
-            return True
-        record.stale -= 1
-        self._stale_slots -= 1
-        if not record.stale:
-            del self._stale[key]
-        return False
+    def _pop_front(self, queue: SlotQueue) -> bool:
+        """Pop `queue`'s front slot and drop its entry if live; say whether it was."""
+        key = cast(K, queue.pop_key())
+        stale = queue.stale
+        if stale:
+            count = stale.get(key)
+            if count is not None:
+                # One of the key's oldest slots in this queue: stale.
+                if count == 1:
+                    del stale[key]
+                else:
+                    stale[key] = count - 1
+                queue.stale_slots -= 1
+                self._stale_slots -= 1
+                return False
+        del self._data[key]
+        if self._scopes:
+            self._index_remove(key)
+        if queue is not self._q0:
+            self._home.pop(key, None)
+        return True
 
-    def _compact_if_bloated(self) -> None:
-        # Invalidations and re-sets leave stale slots that only pops reclaim;
-        # a cache that neither expires nor fills up would keep them forever.
-        if self._stale_slots <= len(self._data) + _STALE_SLACK:
+    def _compact_progress(self, queue: SlotQueue, created: int) -> None:
+        """Start or advance `queue`'s compaction pass (its stale slots passed its limit)."""
+        if queue.scan < 0:
+            # Start a pass once stale slots outnumber live ones (plus slack):
+            # a queue then holds at most about twice its live slots.
+            limit = queue.live_slots() + _STALE_SLACK
+            if queue.stale_slots <= limit:
+                queue.limit = limit
+                return
+            queue.scan = queue.base + queue.head
+            queue.scan_end = queue.base + len(queue.keys)
+            queue.limit = -1
+        self._compact_step(queue, max(_COMPACT_CHUNK, 2 * created))
+        if queue.scan < 0:
+            queue.limit = queue.live_slots() + _STALE_SLACK
+
+    def _compact_step(self, queue: SlotQueue, budget: int) -> None:
+        """Walk up to `budget` slots of the pass: drop stale ones, slide live ones down."""
+        keys, times, base = queue.keys, queue.times, queue.base
+        start = max(queue.scan - base, queue.head)
+        end = queue.scan_end - base
+        if start >= end:  # pops from the front overtook the pass
+            queue.scan = queue.scan_end = -1
             return
-        for queue in self._queues.values():
-            keep = []
-            for key, position in queue.slots():
-                record = self._stale.get(cast(K, key))
-                keep.append(record is None or record.is_live_slot(queue.ttl, position))
-            queue.filter(keep)
-        self._stale.clear()
-        self._stale_slots = 0
+        stop = min(end, start + budget)
+        stale = queue.stale
+        write = start
+        for read in range(start, stop):
+            key = keys[read]
+            count = stale.get(key)
+            if count is None:  # live: keep it, in order
+                if write != read:
+                    keys[write] = key
+                    times[write] = times[read]
+                write += 1
+            elif count == 1:  # one of the key's oldest slots here: stale
+                del stale[key]
+            else:
+                stale[key] = count - 1
+        dropped = stop - write
+        if dropped:
+            del keys[write:stop]
+            del times[write:stop]
+            queue.stale_slots -= dropped
+            self._stale_slots -= dropped
+            end -= dropped
+        if write >= end:
+            queue.scan = queue.scan_end = -1
+        else:
+            queue.scan = base + write
+            queue.scan_end = base + end
