@@ -29,7 +29,13 @@ from caches.layers.short_term_memory.keys import (
     server_short_term_memory_key,
     user_short_term_memory_key,
 )
-from caches.layers.short_term_memory.store import ScopeFilters, ShortTermMemoryStore
+from caches.layers.short_term_memory.store import (
+    CHANNEL,
+    OWNER,
+    ScopeFilters,
+    ShortTermMemoryStore,
+    owner_scope_value,
+)
 from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
 from tomori.repositories import population
@@ -124,18 +130,22 @@ async def get_short_term_memories_from_other_channels(
 def clear_short_term_memory_for_user(user_disc_id: int) -> int:
     """Forget every user-scoped entry of a user (cache and table)."""
     prefix = f"{_k.PREFIX}{_k.USER}:{user_disc_id}:"
-    return _store.delete_where(
-        lambda key: key.startswith(prefix),
+    return _store.delete_scope(
+        OWNER,
+        owner_scope_value(_k.USER, user_disc_id),
         DeleteWhere(scope=_k.USER, user_disc_id=user_disc_id),
+        lambda key: key.startswith(prefix),
     )
 
 
 def clear_short_term_memory_for_channel(channel_disc_id: int) -> int:
     """Forget every entry of a channel, in every scope and persona."""
     channel = str(channel_disc_id)
-    return _store.delete_where(
-        lambda key: key.split(":")[3] == channel,
+    return _store.delete_scope(
+        CHANNEL,
+        channel,
         DeleteWhere(channel_disc_id=channel_disc_id),
+        lambda key: key.split(":")[3] == channel,
     )
 
 
@@ -155,13 +165,19 @@ def clear_short_term_memory_for_server_channel(
         key = server_short_term_memory_key(server_disc_id, channel_disc_id, persona_id)
         return _store.delete_key(key)
     base = server_short_term_memory_key(server_disc_id, channel_disc_id)
-    return _store.delete_where(
-        lambda key: key == base or key.startswith(base + ":"),
+
+    def shared(key: str) -> bool:
+        return key == base or key.startswith(base + ":")
+
+    # The channel's index holds every scope's keys: keep the shared ones.
+    return _store.delete_keys(
+        [key for key in _store.channel_keys(channel_disc_id) if shared(key)],
         DeleteWhere(
             scope=_k.SERVER,
             server_disc_id=server_disc_id,
             channel_disc_id=channel_disc_id,
         ),
+        shared,
     )
 
 

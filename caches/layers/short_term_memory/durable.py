@@ -20,6 +20,8 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 
 from caches.layers._support import run_db
+from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
+from caches.layers.short_term_memory.keys import USER
 from tomori.knobs import knobs
 from tomori.repositories.memory import (
     DeleteKeys,
@@ -44,19 +46,35 @@ FLUSH_RETRY_SECONDS = 0.25
 
 # (slot, write, turns it carries that the table lacks)
 _Queued = tuple[Hashable, MemoryWrite, int]
+#: What waits in the queue: a write, or an entry whose durable fields are
+#: taken when its batch is (an upsert; converted once, however often stored).
+Pending = MemoryWrite | ShortTermMemoryEntry
 
 
-def where_matches(where: DeleteWhere, record: DurableMemory) -> bool:
-    """Tell whether a bulk delete covers `record`."""
+def where_matches(
+    where: DeleteWhere, record: DurableMemory | ShortTermMemoryEntry
+) -> bool:
+    """Tell whether a bulk delete covers `record` (a row, or an entry's row)."""
+    user = record.user_disc_id
+    if isinstance(record, ShortTermMemoryEntry) and record.scope != USER:
+        user = None  # as ShortTermMemoryEntry.durable() writes it
     return all(
         wanted is None or wanted == actual
         for wanted, actual in (
             (where.scope, record.scope),
-            (where.user_disc_id, record.user_disc_id),
+            (where.user_disc_id, user),
             (where.server_disc_id, record.server_disc_id),
             (where.channel_disc_id, record.channel_disc_id),
         )
     )
+
+
+def _materialize(write: Pending) -> MemoryWrite:
+    return write.durable() if isinstance(write, ShortTermMemoryEntry) else write
+
+
+def _is_upsert(write: Pending) -> bool:
+    return isinstance(write, DurableMemory | ShortTermMemoryEntry)
 
 
 def _slot(write: MemoryWrite) -> Hashable:
@@ -80,7 +98,7 @@ class DurableWriter:
         self._apply = apply
         self._call: Call = call or run_db
         self.max_pending = max_pending
-        self._pending: dict[Hashable, MemoryWrite] = {}
+        self._pending: dict[Hashable, Pending] = {}
         self._turns: dict[Hashable, int] = {}
         self._in_flight: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
@@ -116,9 +134,26 @@ class DurableWriter:
         self._enforce_cap()
         self._start()
 
+    def submit_entry(self, entry: ShortTermMemoryEntry, *, turns: int = 0) -> None:
+        """Queue the upsert of `entry`'s durable fields, like `submit(entry.durable())`.
+
+        The fields are taken when the write's batch is (an entry is
+        immutable), so a key stored many times while a batch runs converts once.
+        """
+        slot = entry.key
+        pending = self._pending
+        pending.pop(slot, None)  # re-inserting moves it to the end
+        carried = self._turns.pop(slot, 0) if self._turns else 0
+        pending[slot] = entry
+        if carried + turns:
+            self._turns[slot] = carried + turns
+        if len(pending) > self.max_pending:
+            self._enforce_cap()
+        self._start()
+
     def _drop_pending_upserts(self, where: DeleteWhere) -> None:
         for slot, queued in list(self._pending.items()):
-            if isinstance(queued, DurableMemory) and where_matches(where, queued):
+            if _is_upsert(queued) and where_matches(where, queued):  # type: ignore[arg-type]
                 del self._pending[slot]
                 self._turns.pop(slot, None)
 
@@ -149,18 +184,19 @@ class DurableWriter:
 
     def _take_batch(self) -> list[_Queued]:
         slots = list(itertools.islice(self._pending, BATCH_MAX))
-        batch = [(s, self._pending.pop(s), self._turns.pop(s, 0)) for s in slots]
+        pending, turns = self._pending, self._turns
+        batch = [(s, _materialize(pending.pop(s)), turns.pop(s, 0)) for s in slots]
         self._in_flight = batch
         return batch
 
     def _requeue(self, batch: list[_Queued]) -> None:
         """Put a failed batch back in front of the queue; newer writes of a key win."""
-        kept: dict[Hashable, MemoryWrite] = {}
+        kept: dict[Hashable, Pending] = {}
         for slot, write, turns in batch:
             newer = self._pending.get(slot)
             if newer is None:
                 kept[slot] = write
-            if turns and isinstance(newer or write, DurableMemory):
+            if turns and _is_upsert(newer or write):
                 self._turns[slot] = self._turns.get(slot, 0) + turns
         kept.update(self._pending)
         self._pending = kept
@@ -253,8 +289,13 @@ class DurableWriter:
 
     def overlay(self, key: str, record: DurableMemory | None) -> DurableMemory | None:
         """Return `record` (read from the table) as the queued writes will leave it."""
-        in_flight = [write for _, write, _ in self._in_flight]
-        for write in (*in_flight, *self._pending.values()):
+        in_flight: list[Pending] = [write for _, write, _ in self._in_flight]
+        for queued in (*in_flight, *self._pending.values()):
+            if isinstance(queued, ShortTermMemoryEntry):
+                if queued.key == key:
+                    record = queued.durable()
+                continue
+            write = queued
             if isinstance(write, DurableMemory):
                 if write.cache_key == key:
                     record = write

@@ -8,8 +8,7 @@ loads. Clearing the cache never touches the table: only the explicit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -29,6 +28,13 @@ from tomori.repositories.memory import DeleteKeys, DeleteWhere
 
 Value = ShortTermMemoryEntry | None
 
+#: The cache's scope indexes (see `caches.core.store`): OWNER lists a user's
+#: or a server's keys (and clears a user's), CHANNEL a channel's keys in
+#: every scope and persona. Values are the key's own text fields, so
+#: indexing a key is one `split`, no int parse.
+OWNER = "owner"
+CHANNEL = "channel"
+
 
 class ScopeFilters(TypedDict, total=False):
     """What a listing of one user's or server's entries leaves out (see list_scope)."""
@@ -38,43 +44,56 @@ class ScopeFilters(TypedDict, total=False):
     limit: int | None
 
 
-# The listing index may hold this many dead keys before it is rebuilt.
-_INDEX_SLACK = 1024
+def _owner_scope(key: str) -> tuple[tuple[str, str], ...]:
+    """Return ((scope, owner),) of `shortterm:{scope}:{owner}:{channel}[...]`."""
+    parts = key.split(":", 4)
+    return ((parts[1], parts[2]),) if len(parts) >= 4 else ()
 
 
-@dataclass(frozen=True, slots=True)
-class _Where:
-    """The ids a write names: a channel, and the user and/or server scope."""
+def _channel_scope(key: str) -> tuple[str, ...]:
+    """Return (channel,) of `shortterm:{scope}:{owner}:{channel}[...]`."""
+    parts = key.split(":", 4)
+    return (parts[3],) if len(parts) >= 4 else ()
 
-    channel_disc_id: int
-    user_disc_id: int | None
-    server_disc_id: int | None
-    persona_id: int | None
 
-    def targets(self) -> list[tuple[str, str]]:
-        """Return (scope, key): the user key if a user, the server key if a guild."""
-        channel, persona = self.channel_disc_id, self.persona_id
-        targets = []
-        if self.user_disc_id is not None:
-            key = k.user_short_term_memory_key(self.user_disc_id, channel, persona)
-            targets.append((k.USER, key))
-        if self.server_disc_id is not None:
-            key = k.server_short_term_memory_key(self.server_disc_id, channel, persona)
-            targets.append((k.SERVER, key))
-        return targets
+def owner_scope_value(scope: str, owner: int) -> tuple[str, str]:
+    """Return the OWNER index value of a user's or server's keys."""
+    return (scope, str(owner))
 
-    def fresh_entry(self, scope: str, key: str, now: datetime) -> ShortTermMemoryEntry:
-        """Return an empty entry for `key`."""
-        return ShortTermMemoryEntry(
-            key=key,
-            scope=scope,
-            channel_disc_id=self.channel_disc_id,
-            last_updated=now,
-            user_disc_id=self.user_disc_id if scope == k.USER else None,
-            server_disc_id=self.server_disc_id,
-            persona_id=self.persona_id,
-            persona_lineage=() if self.persona_id is None else (self.persona_id,),
-        )
+
+def _fresh_entry(
+    scope: str,
+    key: str,
+    now: datetime,
+    channel_disc_id: int,
+    user_disc_id: int | None,
+    server_disc_id: int | None,
+    persona_id: int | None,
+) -> ShortTermMemoryEntry:
+    """Return an empty entry for `key`."""
+    return ShortTermMemoryEntry(
+        key=key,
+        scope=scope,
+        channel_disc_id=channel_disc_id,
+        last_updated=now,
+        user_disc_id=user_disc_id if scope == k.USER else None,
+        server_disc_id=server_disc_id,
+        persona_id=persona_id,
+        persona_lineage=() if persona_id is None else (persona_id,),
+    )
+
+
+def _targets(
+    channel: int, user: int | None, server: int | None, persona: int | None
+) -> list[tuple[str, str]]:
+    """Return (scope, key): the user key if a user, the server key if a guild."""
+    targets = []
+    if user is not None:
+        targets.append((k.USER, k.user_short_term_memory_key(user, channel, persona)))
+    if server is not None:
+        key = k.server_short_term_memory_key(server, channel, persona)
+        targets.append((k.SERVER, key))
+    return targets
 
 
 class ShortTermMemoryStore:
@@ -82,7 +101,12 @@ class ShortTermMemoryStore:
 
     def __init__(self, *, maxsize: int) -> None:
         self.cache: BoundedTTLCache[str, Value] = BoundedTTLCache(
-            "short_term_memory", maxsize=maxsize
+            "short_term_memory",
+            maxsize=maxsize,
+            # Every write names its ttl; the cache's own is the crude one so
+            # that most entries sit in its default queue (cheapest re-set).
+            ttl=crude_ttl(),
+            scopes={OWNER: _owner_scope, CHANNEL: _channel_scope},
         )
         # Scopes (user or server) already bulk-loaded; they expire with the
         # crude ttl so entries evicted at the cap come back on a later listing.
@@ -94,8 +118,6 @@ class ShortTermMemoryStore:
             max_pending=knobs().SHORT_TERM_MEMORY_PENDING_WRITES_MAX,
         )
         self.hydrator = Hydrator(self.cache, self.writer, self._put)
-        self._index: dict[Scope, set[str]] = {}
-        self._index_size = 0
 
     @property
     def wall_clock(self) -> Callable[[], datetime]:
@@ -112,19 +134,28 @@ class ShortTermMemoryStore:
         if ttl is None:
             ttl = summary_ttl() if entry.has_summary else crude_ttl()
         self.cache.set(entry.key, entry, ttl)
-        owner = entry.owner
-        if owner is not None:
-            keys = self._index.setdefault((entry.scope, owner), set())
-            if entry.key not in keys:
-                keys.add(entry.key)
-                self._index_size += 1
-                self._rebuild_index_if_bloated()
 
-    def _write(self, entry: ShortTermMemoryEntry, *, turns: int = 0) -> None:
+    def _write(
+        self, entry: ShortTermMemoryEntry, *, turns: int = 0, ttl: float | None = None
+    ) -> None:
         """Cache `entry` (a live write wins over any hydration) and queue its row."""
         self.hydrator.touch(entry.key)
-        self._put(entry)
-        self.writer.submit(entry.durable(), turns=turns)
+        self._put(entry, ttl)
+        # The entry itself is queued: its durable fields are taken when its
+        # batch is, so a key stored many times per batch converts once.
+        self.writer.submit_entry(entry, turns=turns)
+
+    def _resident(self, targets: list[tuple[str, str]]) -> list[ShortTermMemoryEntry]:
+        """Return the targets' entries if every one is resident (counted hits), else []."""
+        peek = self.cache.peek
+        bases = []
+        for _, key in targets:
+            value = peek(key)
+            if not isinstance(value, ShortTermMemoryEntry):
+                return []
+            bases.append(value)
+        self.cache.hits += len(bases)
+        return bases
 
     def _current(self, key: str) -> ShortTermMemoryEntry | None:
         value = self.cache.peek(key)
@@ -149,27 +180,33 @@ class ShortTermMemoryStore:
         Writes the user-scoped key always and the server-shared key when
         `server_disc_id` is given (None means a DM). Returns the user entry.
         """
-        where = _Where(channel_disc_id, user_disc_id, server_disc_id, persona_id)
-        bases = await self._bases(where)
+        targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
+        # A warm turn's keys are resident: no coroutine for the bases then.
+        bases = self._resident(targets) or await self._bases(
+            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
+        )
         # No await from here on: read-merge-write of both keys is atomic.
         limit = knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL
-        written = [
-            base.evolve(
-                persona_lineage=tuple(persona_lineage) or base.persona_lineage,
+        kept = tuple(messages)[-limit:]
+        lineage = tuple(persona_lineage)
+        chosen = None if categories is None else tuple(categories)
+        crude, summarized = crude_ttl(), summary_ttl()
+        now = self.wall_clock()
+        written = []
+        for base in bases:
+            entry = base.with_turn(
+                persona_lineage=lineage or base.persona_lineage,
                 channel_name=channel_name or base.channel_name,
                 server_name=server_name or base.server_name,
                 parent_channel_disc_id=(
                     parent_channel_disc_id or base.parent_channel_disc_id
                 ),
-                messages=tuple(messages)[-limit:],
-                categories=base.categories if categories is None else tuple(categories),
-                turn_count=base.turn_count + 1,
-                last_updated=self.wall_clock(),
+                messages=kept,
+                categories=base.categories if chosen is None else chosen,
+                last_updated=now,
             )
-            for base in bases
-        ]
-        for entry in written:
-            self._write(entry, turns=1)
+            self._write(entry, turns=1, ttl=summarized if entry.summary else crude)
+            written.append(entry)
         return written[0]
 
     async def update_summary(
@@ -183,8 +220,10 @@ class ShortTermMemoryStore:
         categories: Sequence[str] | None = None,
     ) -> list[ShortTermMemoryEntry]:
         """Set the summary (truncated) of the user and/or server key of a channel."""
-        where = _Where(channel_disc_id, user_disc_id, server_disc_id, persona_id)
-        bases = await self._bases(where)
+        targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
+        bases = await self._bases(
+            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
+        )
         text = summary[: knobs().SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH] or None
         written = [
             base.evolve(
@@ -199,14 +238,36 @@ class ShortTermMemoryStore:
             self._write(entry)
         return written
 
-    async def _bases(self, where: _Where) -> list[ShortTermMemoryEntry]:
-        """Return the current (hydrated) or a fresh entry for each key of `where`."""
-        targets = where.targets()
+    async def _bases(
+        self,
+        targets: list[tuple[str, str]],
+        channel: int,
+        user: int | None,
+        server: int | None,
+        persona: int | None,
+    ) -> list[ShortTermMemoryEntry]:
+        """Return the current (hydrated) or a fresh entry for each target key."""
+        cache = self.cache
+        bases: list[ShortTermMemoryEntry | None] = []
+        awaited = False
         for _, key in targets:
-            await self.hydrator.ensure_key(key)
+            # A resident key is a counted hit, as ensure_key's own get would
+            # count it; only a miss goes through the hydrator.
+            value = cache.peek(key)
+            if value is MISSING:
+                await self.hydrator.ensure_key(key)
+                awaited = True
+            else:
+                cache.hits += 1
+                bases.append(value if isinstance(value, ShortTermMemoryEntry) else None)
+        if not awaited and all(bases):
+            return bases  # type: ignore[return-value]
+        # Read (again) after the last await: a key read before it may have
+        # been written meanwhile.
         now = self.wall_clock()
         return [
-            self._current(key) or where.fresh_entry(scope, key, now)
+            self._current(key)
+            or _fresh_entry(scope, key, now, channel, user, server, persona)
             for scope, key in targets
         ]
 
@@ -238,31 +299,60 @@ class ShortTermMemoryStore:
         return entries if limit is None else entries[:limit]
 
     def _live_entries(self, scope: Scope) -> list[ShortTermMemoryEntry]:
-        keys = self._index.get(scope, set())
+        owner = scope[1]
+        keys = self.cache.keys_in_scope(OWNER, owner_scope_value(scope[0], owner))
+        peek = self.cache.peek
         live = []
-        for key in list(keys):
-            value = self.cache.peek(key)
-            if isinstance(value, ShortTermMemoryEntry) and value.owner == scope[1]:
+        for key in keys:
+            value = peek(key)
+            if isinstance(value, ShortTermMemoryEntry):
                 live.append(value)
-            elif value is MISSING:
-                keys.discard(key)
-                self._index_size -= 1
         return live
 
     # ------------------------------------------------------------ clears
 
-    def delete_where(self, predicate: Callable[[str], bool], where: DeleteWhere) -> int:
-        """Drop matching keys from the cache and their rows; return entries dropped."""
+    def delete_scope(
+        self,
+        scope: str,
+        value: Hashable,
+        where: DeleteWhere,
+        predicate: Callable[[str], bool],
+    ) -> int:
+        """Drop every key of one scope index value and their rows; return memories dropped.
+
+        `predicate` tells the same keys apart by their text (for loads in
+        flight, which are not in the index yet).
+        """
         self.hydrator.touch_where(predicate)
+        cache = self.cache
         # Count memories only, not the cached "nothing stored" markers.
         removed = sum(
             1
-            for key, value in self.cache.items()
-            if value is not None and predicate(key)
+            for key in cache.keys_in_scope(scope, value)
+            if cache.peek(key) is not None
         )
-        self.cache.invalidate_where(predicate)
+        cache.invalidate_scope(scope, value)
         self.writer.submit(where)
         return removed
+
+    def delete_keys(
+        self,
+        keys: Iterable[str],
+        where: DeleteWhere,
+        predicate: Callable[[str], bool],
+    ) -> int:
+        """Drop `keys` (picked from an index) and the rows `where` covers; return memories dropped."""
+        self.hydrator.touch_where(predicate)
+        removed = 0
+        for key in keys:
+            removed += self._current(key) is not None
+            self.cache.invalidate(key)
+        self.writer.submit(where)
+        return removed
+
+    def channel_keys(self, channel_disc_id: int) -> list[str]:
+        """Return the resident keys of a channel, in every scope and persona."""
+        return self.cache.keys_in_scope(CHANNEL, str(channel_disc_id))
 
     def delete_key(self, key: str) -> int:
         """Drop one key from the cache and its row; return 1 if it held a memory."""
@@ -275,21 +365,7 @@ class ShortTermMemoryStore:
     def clear_expired(self) -> int:
         """Drop every expired entry now (the emergency clear's sweeper)."""
         self._loaded.clear_expired()
-        removed = self.cache.clear_expired()
-        self._rebuild_index_if_bloated()
-        return removed
-
-    def _rebuild_index_if_bloated(self) -> None:
-        # Entries expire and get evicted without telling the index; rebuild
-        # it before dead keys outnumber live ones, so it stays bounded.
-        if self._index_size <= 2 * len(self.cache) + _INDEX_SLACK:
-            return
-        self._index = {}
-        self._index_size = 0
-        for key, value in self.cache.items():
-            if isinstance(value, ShortTermMemoryEntry) and value.owner is not None:
-                self._index.setdefault((value.scope, value.owner), set()).add(key)
-                self._index_size += 1
+        return self.cache.clear_expired()
 
     def memory_totals(self) -> tuple[int, int]:
         """Return (entries, turns) the cache holds (what the table should match)."""
@@ -309,8 +385,6 @@ class ShortTermMemoryStore:
         """Drop every cached entry (the table keeps its rows)."""
         self.hydrator.touch_all()
         self._loaded.clear()
-        self._index = {}
-        self._index_size = 0
         return self.cache.clear()
 
     def invalidate(self, key: Any) -> int:
