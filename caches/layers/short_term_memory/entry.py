@@ -132,6 +132,38 @@ class ShortTermMemoryEntry:
         return draft  # type: ignore[no-any-return]
 
 
+def fresh_entry(
+    key: str,
+    scope: str,
+    channel_disc_id: int,
+    last_updated: datetime,
+    user_disc_id: int | None,
+    server_disc_id: int | None,
+    persona_id: int | None,
+) -> ShortTermMemoryEntry:
+    """Return an empty entry (what the constructor builds, without its 17 setattrs)."""
+    draft: Any = _Draft()
+    draft.key = key
+    draft.scope = scope
+    draft.channel_disc_id = channel_disc_id
+    draft.last_updated = last_updated
+    draft.user_disc_id = user_disc_id
+    draft.server_disc_id = server_disc_id
+    draft.persona_id = persona_id
+    draft.persona_lineage = () if persona_id is None else (persona_id,)
+    draft.channel_name = None
+    draft.server_name = None
+    draft.parent_channel_disc_id = None
+    draft.messages = ()
+    draft.summary = None
+    draft.categories = ()
+    draft.turn_count = 0
+    draft.summarized_turn_count = 0
+    draft.revision = 0
+    draft.__class__ = ShortTermMemoryEntry
+    return draft  # type: ignore[no-any-return]
+
+
 class _Draft:
     """A mutable twin of ShortTermMemoryEntry's slot layout, filled then retyped.
 

@@ -15,7 +15,11 @@ from typing import Any, TypedDict
 from caches.core import MISSING, BoundedTTLCache, Clock
 from caches.layers.short_term_memory import keys as k
 from caches.layers.short_term_memory.durable import DurableWriter
-from caches.layers.short_term_memory.entry import ShortTermMemoryEntry, StmMessage
+from caches.layers.short_term_memory.entry import (
+    ShortTermMemoryEntry,
+    StmMessage,
+    fresh_entry,
+)
 from caches.layers.short_term_memory.hydration import (
     Hydrator,
     Scope,
@@ -71,15 +75,14 @@ def _fresh_entry(
     persona_id: int | None,
 ) -> ShortTermMemoryEntry:
     """Return an empty entry for `key`."""
-    return ShortTermMemoryEntry(
-        key=key,
-        scope=scope,
-        channel_disc_id=channel_disc_id,
-        last_updated=now,
-        user_disc_id=user_disc_id if scope == k.USER else None,
-        server_disc_id=server_disc_id,
-        persona_id=persona_id,
-        persona_lineage=() if persona_id is None else (persona_id,),
+    return fresh_entry(
+        key,
+        scope,
+        channel_disc_id,
+        now,
+        user_disc_id if scope == k.USER else None,
+        server_disc_id,
+        persona_id,
     )
 
 
@@ -145,16 +148,34 @@ class ShortTermMemoryStore:
         # batch is, so a key stored many times per batch converts once.
         self.writer.submit_entry(entry, turns=turns)
 
-    def _resident(self, targets: list[tuple[str, str]]) -> list[ShortTermMemoryEntry]:
-        """Return the targets' entries if every one is resident (counted hits), else []."""
+    def _resident(
+        self,
+        targets: list[tuple[str, str]],
+        channel: int,
+        user: int | None,
+        server: int | None,
+        persona: int | None,
+    ) -> list[ShortTermMemoryEntry]:
+        """Return the targets' bases if every key is resident (counted hits), else [].
+
+        A resident "nothing stored" marker stands for a fresh entry: no
+        hydration is needed for it either.
+        """
         peek = self.cache.peek
-        bases = []
+        values = []
         for _, key in targets:
             value = peek(key)
-            if not isinstance(value, ShortTermMemoryEntry):
+            if value is MISSING:
                 return []
+            values.append(value)
+        self.cache.hits += len(values)
+        bases = []
+        now = None
+        for (scope, key), value in zip(targets, values, strict=True):
+            if value is None:
+                now = now or self.wall_clock()
+                value = _fresh_entry(scope, key, now, channel, user, server, persona)
             bases.append(value)
-        self.cache.hits += len(bases)
         return bases
 
     def _current(self, key: str) -> ShortTermMemoryEntry | None:
@@ -182,7 +203,9 @@ class ShortTermMemoryStore:
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         # A warm turn's keys are resident: no coroutine for the bases then.
-        bases = self._resident(targets) or await self._bases(
+        bases = self._resident(
+            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
+        ) or await self._bases(
             targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
         # No await from here on: read-merge-write of both keys is atomic.
