@@ -251,3 +251,21 @@ def test_runs_of_upserts_and_deletes_cost_a_statement_each() -> None:
 
     keys = set(ShortTermMemoryRecord.objects.values_list("channel_disc_id", flat=True))
     assert keys == {3, 4, 5}  # channels of records 2, 3 and 4
+
+
+def test_fresh_entry_is_what_the_constructor_builds() -> None:
+    from caches.layers.short_term_memory.entry import fresh_entry
+
+    now = timezone.now()
+    built = fresh_entry("shortterm:user:101:301:7", "user", 301, now, USER, None, 7)
+    expected = ShortTermMemoryEntry(
+        key="shortterm:user:101:301:7",
+        scope="user",
+        channel_disc_id=301,
+        last_updated=now,
+        user_disc_id=USER,
+        persona_id=7,
+        persona_lineage=(7,),
+    )
+    assert type(built) is ShortTermMemoryEntry
+    assert dataclasses.asdict(built) == dataclasses.asdict(expected)
