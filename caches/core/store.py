@@ -355,28 +355,21 @@ class ExpiringStore(Generic[K, V]):
         index: dict[Hashable, builtins.set[K]],
         value: Hashable,
     ) -> None:
-        # Every index entry of `keys` but (index, value), which the caller popped:
-        # one scope call per key, then set operations (in C, on stored hashes)
-        # per distinct value, which often goes whole (a server's channels).
+        # Every index entry of `keys` but (index, value), which the caller popped.
         for fn, other in self._scopes:
             same = other is index
             if same and not self._multi_valued:
                 continue
-            values: builtins.set[Hashable] = builtins.set()
-            for key in keys:
-                values.update(fn(key))
-            if same:
-                values.discard(value)
             get = other.get
-            for v in values:
-                members = get(v)
-                if members is None:
-                    continue
-                common = members & keys
-                if len(common) == len(members):
-                    del other[v]
-                else:
-                    members -= common
+            for key in keys:
+                for v in fn(key):
+                    if same and v == value:
+                        continue
+                    members = get(v)
+                    if members is not None:
+                        members.discard(key)
+                        if not members:
+                            del other[v]
 
     def _clear_entries(self) -> int:
         removed = len(self._data)
