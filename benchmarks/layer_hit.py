@@ -1,4 +1,4 @@
-"""Time layer hits (tomori_state, user row, whitelist) in the checkout given, or this one.
+"""Time layer hits (tomori_state, user row, whitelist, spotlight) in a checkout, or this one.
 
 Run: DATABASE_URL=... .venv/bin/python benchmarks/layer_hit.py [path/to/checkout]
 
@@ -49,7 +49,18 @@ def main() -> None:
     import django
 
     django.setup()
-    from caches.layers import channel_whitelist, load_all, tomori_state, user
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from caches.layers import (
+        channel_whitelist,
+        load_all,
+        personal_spotlight,
+        tomori_state,
+        user,
+    )
+    from tomori.repositories.spotlight import SpotlightRecord
 
     load_all()
     keys = list(range(10**17, 10**17 + 1000))
@@ -57,6 +68,14 @@ def main() -> None:
         tomori_state._fresh.set(key, object())
         user._cache.set(key, None)
         channel_whitelist._cache.set((key, 5, 0, None), True)
+    later = timezone.now() + timedelta(hours=1)
+    spot_keys = keys[:500]  # three entries each: within the 2,000 default cap
+    for key in spot_keys:
+        personal_spotlight._gate.set(key, True)
+        personal_spotlight._results.set((key, 1, 5), None)  # no spotlight
+        personal_spotlight._results.set((key, 2, 5), SpotlightRecord(9, None))
+        personal_spotlight._results.set((key, 3, 5), SpotlightRecord(9, later))
+    spotlight = personal_spotlight.get_cached_personal_spotlight_status
     figures = {
         "tomori_state": best_ns(
             lambda k: drive(tomori_state.get_cached_tomori_state, k), keys
@@ -65,6 +84,9 @@ def main() -> None:
         "whitelist": best_ns(
             lambda k: drive(channel_whitelist.get_cached_whitelist_status, k, 5), keys
         ),
+        "spotlight_none": best_ns(lambda k: drive(spotlight, k, 1, 5), spot_keys),
+        "spotlight_open_ended": best_ns(lambda k: drive(spotlight, k, 2, 5), spot_keys),
+        "spotlight_expiring": best_ns(lambda k: drive(spotlight, k, 3, 5), spot_keys),
     }
     print(" ".join(f"{name}={ns:.1f}ns" for name, ns in figures.items()))
 

@@ -117,7 +117,10 @@ async def get_cached_personal_spotlight_status(
         record = await _results.get_or_load(
             key, lambda: _load_status(server_id, user_id, channel_disc_id)
         )
-    if record is not None and record.is_expired(timezone.now()):
+    # An open-ended spotlight (the usual one) needs no clock read.
+    if record is None or record.expires_at is None:
+        return record
+    if record.is_expired(timezone.now()):
         _results.invalidate(key)  # the next read lets the repository delete it
         return None
     return record
