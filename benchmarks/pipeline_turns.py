@@ -203,8 +203,12 @@ async def start_harness(scenario_name: str, keep_last: int) -> Harness:
     from caches.registry import registry
     from tomori.bot.client import build_client, skip_identify_wait
     from tomori.bot.pipeline import MessagePipeline
-    from tomori.bot.pipeline.responder import RecordingResponder
     from tomori.bot.simulator import Scenario, SimulatedDiscord, pointed_at
+
+    try:
+        from tomori.bot.pipeline.responder import RecordingResponder
+    except ImportError:  # the old main's layout (the comparison build)
+        from tomori.bot.responder import RecordingResponder  # type: ignore
 
     registry.clear_all()
     sim = SimulatedDiscord(Scenario.named(scenario_name))
