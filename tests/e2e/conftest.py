@@ -1,4 +1,4 @@
 """Fixtures of the end-to-end runs: runbot processes and a browser page."""
 
-from tests.admin.test_browser import operator_login, page  # noqa: F401
-from tests.worker.conftest import run_bot  # noqa: F401
+from tests.tomori.admin.test_browser import operator_login, page  # noqa: F401
+from tests.tomori.bot.worker.conftest import run_bot  # noqa: F401

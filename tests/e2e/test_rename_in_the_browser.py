@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from caches import bus
-from tests.admin.test_browser import SCREENSHOTS, log_in
-from tests.bot.conftest import busiest_guild
-from tests.worker.conftest import BotProcess
+from tests.tomori.admin.test_browser import SCREENSHOTS, log_in
+from tests.tomori.bot.pipeline.conftest import busiest_guild
+from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
 from tomori.models import Persona, Server

@@ -11,7 +11,7 @@ from django.db import connection
 from caches.core import FakeClock
 from caches.database import DatabaseUnavailable, database_calls, run_db
 from caches.layers import short_term_memory as stm
-from tests.layers2.stm_helpers import message
+from tests.caches.layers2.stm_helpers import message
 from tests.support.faults import TcpProxy, until
 from tomori.models import ShortTermMemoryRecord
 

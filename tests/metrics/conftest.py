@@ -1,3 +1,3 @@
-"""Fixtures: real runbot processes (shared with tests/worker)."""
+"""Fixtures: real runbot processes (shared with tests/tomori/bot/worker)."""
 
-from tests.worker.conftest import run_bot  # noqa: F401 (a fixture, used by name)
+from tests.tomori.bot.worker.conftest import run_bot  # noqa: F401 (a fixture, used by name)

@@ -20,7 +20,7 @@ from tests.metrics.scraping import (
     value,
 )
 from tests.support.faults import wait_until
-from tests.worker.conftest import BotProcess
+from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
 from tomori.models import Server

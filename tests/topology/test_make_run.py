@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.faults import free_port
+from tests.tomori.bot.worker.conftest import BotProcess
 from tests.topology.conftest import bare_env, run_in
-from tests.worker.conftest import BotProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,1 @@
+"""Tests of the `caches` package, mirroring its layout."""

@@ -1,0 +1,271 @@
+"""Short-term memory at scale: the lean write, index-backed clears, one-statement batches."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from caches.layers import short_term_memory as stm
+from caches.layers.short_term_memory import ShortTermMemoryStore
+from caches.layers.short_term_memory.durable import DurableWriter, where_matches
+from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
+from caches.layers.short_term_memory.store import CHANNEL, OWNER
+from tests.caches.layers2.stm_helpers import db, durable_rows, message, remember
+from tomori.repositories import memory as repo
+from tomori.repositories.memory import DeleteKeys, DeleteWhere, DurableMemory
+
+USER, OTHER_USER, SERVER, OTHER_SERVER = 101, 102, 201, 202
+
+
+def _entry(**fields: object) -> ShortTermMemoryEntry:
+    values: dict[str, object] = {
+        "key": "shortterm:server:201:301:7",
+        "scope": "server",
+        "channel_disc_id": 301,
+        "last_updated": timezone.now(),
+        "server_disc_id": SERVER,
+        "persona_id": 7,
+        "persona_lineage": (7, 1),
+        "channel_name": "general",
+        "summary": "a summary",
+        "categories": ("x",),
+        "turn_count": 4,
+        "summarized_turn_count": 3,
+    }
+    values.update(fields)
+    return ShortTermMemoryEntry(**values)  # type: ignore[arg-type]
+
+
+def test_with_turn_builds_what_evolve_would() -> None:
+    base = _entry()
+    later = base.last_updated + timedelta(seconds=5)
+    changes = {
+        "messages": (message("hi"),),
+        "last_updated": later,
+        "persona_lineage": (7,),
+        "channel_name": "renamed",
+        "server_name": "guild",
+        "parent_channel_disc_id": 300,
+        "categories": ("y", "z"),
+    }
+    fast = base.with_turn(**changes)  # type: ignore[arg-type]
+    slow = base.evolve(turn_count=base.turn_count + 1, **changes)
+    assert type(fast) is ShortTermMemoryEntry
+    assert dataclasses.asdict(fast) | {"revision": 0} == dataclasses.asdict(slow) | {
+        "revision": 0
+    }
+    assert fast == slow and hash(fast) == hash(slow)
+    assert fast.revision > base.revision
+    assert base.turn_count == 4  # the base is untouched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.summary = "changed"  # type: ignore[misc]
+
+
+def test_an_entry_matches_a_delete_as_its_row_would() -> None:
+    entries = [
+        _entry(),
+        _entry(key="shortterm:user:101:301", scope="user", user_disc_id=USER),
+        # A server entry never names a user in its row, whatever it holds.
+        _entry(user_disc_id=USER),
+    ]
+    deletes = [
+        DeleteWhere(scope="server", server_disc_id=SERVER),
+        DeleteWhere(user_disc_id=USER),
+        DeleteWhere(channel_disc_id=301),
+        DeleteWhere(scope="user", user_disc_id=USER),
+        DeleteWhere(server_disc_id=OTHER_SERVER),
+    ]
+    for entry in entries:
+        for where in deletes:
+            assert where_matches(where, entry) == where_matches(where, entry.durable())
+
+
+async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
+    applied: list[list[object]] = []
+
+    async def call(apply, writes):  # type: ignore[no-untyped-def]
+        apply(writes)
+
+    writer = DurableWriter(lambda writes: applied.append(list(writes)), call=call)
+    entries = [_entry(turn_count=n) for n in range(5)]
+    for entry in entries:
+        writer.submit_entry(entry, turns=1)
+    assert writer.pending_count() == 1 and writer.turns_behind() == 5
+    assert writer.overlay(entries[0].key, None) == entries[-1].durable()
+    await writer.flush()
+    assert applied == [[entries[-1].durable()]]
+    assert writer.turns_behind() == 0
+
+
+async def _fill() -> set[str]:
+    """Store entries across users, servers, channels and personas; return the keys."""
+    await remember(USER, SERVER, 301, "a")
+    await remember(USER, SERVER, 301, "a7", persona_id=7)
+    await remember(USER, SERVER, 302, "b")
+    await remember(OTHER_USER, SERVER, 301, "c")
+    await remember(OTHER_USER, SERVER, 301, "c8", persona_id=8)
+    await remember(USER, OTHER_SERVER, 401, "d")
+    await remember(USER, None, 501, "dm")
+    await remember(OTHER_USER, None, 301, "dm: the same user key as in the guild")
+    return set(stm.short_term_memory_store().cache.keys())
+
+
+def _check_index(store: ShortTermMemoryStore) -> None:
+    """The core's indexes list exactly what a scan of the keys finds."""
+    keys = store.cache.keys()
+    for key in keys:
+        parts = key.split(":")
+        owners = store.cache.keys_in_scope(OWNER, (parts[1], parts[2]))
+        assert set(owners) == {k for k in keys if k.split(":")[1:3] == parts[1:3]}
+        channel = store.cache.keys_in_scope(CHANNEL, parts[3])
+        assert set(channel) == {k for k in keys if k.split(":")[3] == parts[3]}
+
+
+@db
+async def test_a_user_clear_drops_exactly_the_users_own_keys(stm_store) -> None:
+    before = await _fill()
+    expected = {k for k in before if k.startswith(f"shortterm:user:{USER}:")}
+    assert stm.clear_short_term_memory_for_user(USER) == len(expected) == 5
+    assert set(stm_store.cache.keys()) == before - expected
+    _check_index(stm_store)
+    await stm.flush_pending_writes()
+    assert {row.cache_key for row in await durable_rows()} == before - expected
+
+
+@db
+async def test_a_channel_clear_drops_every_scope_and_persona_of_it(stm_store) -> None:
+    before = await _fill()
+    expected = {k for k in before if k.split(":")[3] == "301"}
+    assert stm.clear_short_term_memory_for_channel(301) == len(expected) == 7
+    assert set(stm_store.cache.keys()) == before - expected
+    _check_index(stm_store)
+    await stm.flush_pending_writes()
+    assert {row.cache_key for row in await durable_rows()} == before - expected
+
+
+@db
+async def test_a_shared_channel_clear_keeps_user_keys_and_other_servers(
+    stm_store,
+) -> None:
+    before = await _fill()
+    expected = {
+        f"shortterm:server:{SERVER}:301",
+        f"shortterm:server:{SERVER}:301:7",
+        f"shortterm:server:{SERVER}:301:8",
+    }
+    assert expected <= before
+    removed = stm.clear_short_term_memory_for_server_channel(
+        SERVER, 301, all_personas=True
+    )
+    assert removed == 3
+    assert set(stm_store.cache.keys()) == before - expected
+    _check_index(stm_store)
+    await stm.flush_pending_writes()
+    assert {row.cache_key for row in await durable_rows()} == before - expected
+
+
+@db
+async def test_listings_and_indexes_follow_evictions_at_the_cap(stm_store) -> None:
+    store = ShortTermMemoryStore(maxsize=4)
+    for channel in range(1, 7):
+        await store.store(
+            user_disc_id=USER, channel_disc_id=channel, messages=[message("m")]
+        )
+    assert sorted(store.cache.keys()) == [
+        f"shortterm:user:{USER}:{channel}" for channel in range(3, 7)
+    ]
+    _check_index(store)
+    assert [e.channel_disc_id for e in store._live_entries(("user", USER))] != []
+    listed = await store.list_scope("user", USER)
+    # The scope's hydration (six rows into a cap of four) evicts as it goes;
+    # whatever stays resident, the listing and the index agree with the cache.
+    assert {e.key for e in listed} <= set(store.cache.keys())
+    _check_index(store)
+    await store.writer.flush()
+
+
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    """Return the captured data statements (not the transaction's BEGIN/COMMIT)."""
+    control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+    sqls = [q["sql"] for q in queries.captured_queries]
+    return [sql for sql in sqls if not sql.startswith(control)]
+
+
+def _record(n: int) -> DurableMemory:
+    return DurableMemory(
+        cache_key=f"shortterm:user:{USER}:{n + 1}",
+        scope="user",
+        channel_disc_id=n + 1,
+        user_disc_id=USER,
+        server_disc_id=None,
+        persona_id=None,
+        summary=f"summary {n}",
+        categories=("c",),
+        turn_count=n,
+        summarized_turn_count=0,
+        updated_at=timezone.now(),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_upserts_is_one_statement() -> None:
+    repo.apply_memory_writes([_record(n) for n in range(80)])
+    changed = [dataclasses.replace(_record(n), turn_count=100 + n) for n in range(80)]
+    fresh = [_record(n) for n in range(80, 160)]
+    with CaptureQueriesContext(connection) as queries:
+        repo.apply_memory_writes(changed + fresh)
+    statements = _statements(queries)
+    # Stated for PostgreSQL: SQLite splits an INSERT at 999 variables
+    # (90 rows of 11 fields), still one transaction.
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1, statements
+        assert statements[0].startswith("INSERT") and "ON CONFLICT" in statements[0]
+    from tomori.models import ShortTermMemoryRecord
+
+    counts = dict(
+        ShortTermMemoryRecord.objects.values_list("channel_disc_id", "turn_count")
+    )
+    assert counts == {n + 1: (100 + n if n < 80 else n) for n in range(160)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_of_upserts_and_deletes_cost_a_statement_each() -> None:
+    writes = [
+        _record(1),
+        _record(2),
+        DeleteKeys((_record(1).cache_key,)),
+        DeleteKeys((_record(3).cache_key,)),
+        _record(3),
+        _record(4),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        repo.apply_memory_writes(writes)
+    kinds = [sql.split()[0] for sql in _statements(queries)]
+    assert kinds == ["INSERT", "DELETE", "INSERT"]
+    from tomori.models import ShortTermMemoryRecord
+
+    keys = set(ShortTermMemoryRecord.objects.values_list("channel_disc_id", flat=True))
+    assert keys == {3, 4, 5}  # channels of records 2, 3 and 4
+
+
+def test_fresh_entry_is_what_the_constructor_builds() -> None:
+    from caches.layers.short_term_memory.entry import fresh_entry
+
+    now = timezone.now()
+    built = fresh_entry("shortterm:user:101:301:7", "user", 301, now, USER, None, 7)
+    expected = ShortTermMemoryEntry(
+        key="shortterm:user:101:301:7",
+        scope="user",
+        channel_disc_id=301,
+        last_updated=now,
+        user_disc_id=USER,
+        persona_id=7,
+        persona_lineage=(7,),
+    )
+    assert type(built) is ShortTermMemoryEntry
+    assert dataclasses.asdict(built) == dataclasses.asdict(expected)

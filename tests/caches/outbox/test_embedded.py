@@ -1,0 +1,61 @@
+"""Embedded mode (SQLite, no Redis): a second process's write reaches the running worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tomori.bot.worker.conftest import ROOT, BotProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def manage(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+SEED = (
+    "from tomori.models import Server, Persona\n"
+    "s = Server.objects.create(server_disc_id=123456789012345678)\n"
+    "print(Persona.objects.create(server=s, name='before', is_main=True).pk)\n"
+)
+
+
+def test_a_shell_save_reaches_the_worker_through_the_outbox(tmp_path: Path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'embedded.sqlite3'}",
+        "REDIS_URL": "",
+        "TOMORI_BUS_CHANNEL": f"tomori:embedded:{tmp_path.name}",
+    }
+    manage("migrate", "--noinput", env=env)
+    persona_id = int(manage("shell", "--no-imports", "-c", SEED, env=env).split()[-1])
+    bot = BotProcess("--simulate", env={**env, "PYTHONUNBUFFERED": "1"})
+    try:
+        bot.wait_for("is up", timeout=90)
+        manage(
+            "shell",
+            "--no-imports",
+            "-c",
+            "from tomori.models import Persona\n"
+            f"p = Persona.objects.get(pk={persona_id}); p.name = 'after'; p.save()\n",
+            env=env,
+        )
+        line = bot.wait_for("the bus had not delivered", timeout=30)
+    finally:
+        bot.stop()
+    assert "applied 1 write(s)" in line

@@ -1,0 +1,1 @@
+"""Tests of the `tomori` package, mirroring its layout."""

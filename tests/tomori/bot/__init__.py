@@ -1,0 +1,1 @@
+"""Tests of the `tomori.bot` package, mirroring its layout."""

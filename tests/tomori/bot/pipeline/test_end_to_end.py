@@ -1,0 +1,86 @@
+"""The real discord.py client on the simulated Discord, through the real pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from caches.registry import registry
+from tests.tomori.bot.pipeline.conftest import Bot
+from tomori import models as m
+from tomori.bot.pipeline import PIPELINE_LAYERS, Outcome
+
+pytestmark = pytest.mark.e2e
+
+#: Pipeline layers a turn reads only when the history or the model calls for
+#: them (checked apart); every OK guild turn reads the others.
+CONDITIONAL = {
+    "novelai_subscription",
+    "persona_sprite_message",
+    "voice_transcript",
+    "markdown_table",
+}
+ALWAYS_READ = tuple(name for name in PIPELINE_LAYERS if name not in CONDITIONAL)
+
+
+def hits() -> dict[str, int]:
+    return {name: stats["hits"] for name, stats in registry.stats().items()}
+
+
+@sync_to_async
+def spotlight_rows() -> list[tuple[int, int, int, str]]:
+    return [
+        (
+            s.server.server_disc_id,
+            s.user.user_disc_id,
+            s.channel_disc_id,
+            s.persona.name,
+        )
+        for s in m.PersonalSpotlight.objects.select_related("server", "user", "persona")
+    ]
+
+
+async def test_bot_becomes_ready_and_turns_match_messages_of_non_bot_authors(
+    bot: Bot,
+) -> None:
+    kinds = await bot.send_traffic(300)
+
+    assert bot.client.counters["ready"] == 1
+    assert len(bot.client.guilds) == 5
+    assert bot.responder.total == kinds["member"]
+    assert bot.pipeline.counters.skipped_bots == kinds["bot"] + kinds["webhook"]
+    assert bot.pipeline.counters.errors == 0
+    assert bot.responder.by_outcome[Outcome.OK] > kinds["member"] // 2
+
+
+async def _speak_spotlighted(bot: Bot) -> tuple[Any, ...]:
+    for server, user, channel, persona in await spotlight_rows():
+        turn = await bot.speak(server, user, channel)
+        if turn is not None and turn.outcome is Outcome.OK:
+            return (server, user, channel, persona, turn)
+    raise AssertionError("no spotlighted user could speak")
+
+
+async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
+    bot: Bot,
+) -> None:
+    await bot.send_traffic(300)
+    warm = [t for t in bot.responder.last if t.outcome is Outcome.OK][-30:]
+    server, user, channel, persona, first = await _speak_spotlighted(bot)
+    before = hits()
+
+    repeated = [
+        await bot.speak(t.server_disc_id, t.user_disc_id, t.channel_disc_id)
+        for t in warm
+    ]
+    again = await bot.speak(server, user, channel)
+
+    after = hits()
+    expected = set(ALWAYS_READ)
+    if any(t is not None and t.llm_provider == "novelai" for t in repeated):
+        expected.add("novelai_subscription")
+    assert {name for name in expected if after[name] <= before[name]} == set()
+    assert first.active_persona == again.active_persona == persona
+    assert again.spotlight_persona_id is not None

@@ -1,0 +1,65 @@
+"""A warm turn for a known (server, user, channel) runs no database query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from caches.layers.short_term_memory import flush_pending_writes
+from tests.tomori.bot.pipeline.conftest import (
+    Bot,
+    allowed_member,
+    busiest_guild,
+    text_channel,
+)
+from tomori.bot.pipeline import Outcome
+
+
+class Statements:
+    """Record the SQL run on every connection it is installed on."""
+
+    def __init__(self) -> None:
+        self.sql: list[str] = []
+
+    def __call__(self, execute: Callable[..., Any], sql: str, *args: Any) -> Any:
+        self.sql.append(sql)
+        return execute(sql, *args)
+
+
+def _install(recorder: Statements) -> None:
+    connection.execute_wrappers.append(recorder)
+
+
+def _remove(recorder: Statements) -> None:
+    connection.execute_wrappers.remove(recorder)
+
+
+async def test_repeat_turn_runs_no_database_query(bot: Bot) -> None:
+    guild = busiest_guild(bot.sim.world)
+    user = await allowed_member(bot.sim.world, guild)
+    channel = text_channel(bot.sim.world, guild)
+    cold = await bot.speak(guild, user, channel)
+    await flush_pending_writes()  # short-term memory's write-behind of that turn
+    recorder = Statements()
+    await sync_to_async(_install)(recorder)  # the thread every cache load uses
+    _install(recorder)
+    try:
+        warm = [await bot.speak(guild, user, channel) for _ in range(5)]
+        await flush_pending_writes()
+    finally:
+        _remove(recorder)
+        await sync_to_async(_remove)(recorder)
+
+    assert cold.outcome is Outcome.OK
+    assert all(turn.outcome is Outcome.OK for turn in warm)
+    # Only short-term memory's queued write-behind of these turns may run
+    # (and seeing it proves the recorder watches the database thread).
+    assert any(is_memory_upsert(sql) for sql in recorder.sql)
+    assert [sql for sql in recorder.sql if not is_memory_upsert(sql)] == []
+
+
+def is_memory_upsert(sql: str) -> bool:
+    return sql.lstrip().upper().startswith("INSERT") and "short_term_memory" in sql

@@ -1,0 +1,112 @@
+"""Run `manage.py runbot` as a real process against the test database."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def test_database_url() -> str:
+    """Return a DATABASE_URL naming the database this test run uses."""
+    params = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{params['NAME']}"
+    user = params["USER"] or "postgres"
+    return f"postgres://{user}@{params['HOST'] or '127.0.0.1'}:{params['PORT'] or 5432}/{params['NAME']}"
+
+
+class BotProcess:
+    """A runbot subprocess whose output lines can be awaited."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        full_env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+            "DATABASE_URL": test_database_url(),
+            "PYTHONUNBUFFERED": "1",
+            # A short shard-lock TTL: a worker connects half a TTL after taking it.
+            "SHARD_LOCK_TTL_SECONDS": "4",
+            **(env or {}),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "runbot", *args],
+            cwd=ROOT,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """Return the first output line containing `text`; fail on exit or timeout."""
+        for line in self.lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout  # in all, however many lines come
+        while True:
+            try:
+                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {text!r} within {timeout}s:\n{self.output}"
+                ) from None
+            if line is None:
+                raise AssertionError(f"runbot exited before {text!r}:\n{self.output}")
+            self.lines.append(line)
+            if text in line:
+                return line
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Wait for the process to end, draining its output; return the exit code."""
+        code = self.proc.wait(timeout)
+        while (line := self._queue.get(timeout=5)) is not None:
+            self.lines.append(line)
+        return code
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # a clean stop releases the shard lock
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def run_bot() -> Iterator[type[BotProcess]]:
+    """Start runbot processes; kill any still running at the end of the test."""
+    started: list[BotProcess] = []
+
+    class Tracked(BotProcess):
+        def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+            super().__init__(*args, env=env)
+            started.append(self)
+
+    yield Tracked
+    for bot in started:
+        bot.stop()

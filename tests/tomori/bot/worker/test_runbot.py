@@ -1,0 +1,102 @@
+"""runbot as operators run it: start-up checks, libvips limits, the shard lock, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+import pytest
+
+from tests.tomori.bot.worker.conftest import BotProcess
+from tomori.bot.demo import seed_world
+from tomori.bot.lock import LockState, ShardLock, ShardLockError, lock_names
+from tomori.bot.simulator import Scenario, generate_world
+from tomori.models import Server, ShortTermMemoryRecord
+
+SIM = ("--simulate", "--fake-openrouter", "--traffic-rate", "400")
+
+
+def test_an_invalid_setting_stops_runbot_naming_it(run_bot: type[BotProcess]) -> None:
+    bot = run_bot("--duration", "1", env={"SHARP_CONCURRENCY": "lots"})
+    assert bot.wait_exit() != 0
+    assert "SHARP_CONCURRENCY='lots'" in bot.output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_libvips_limits_take_effect_before_anything_else(
+    run_bot: type[BotProcess],
+) -> None:
+    env = {
+        "SHARP_CONCURRENCY": "3",
+        "SHARP_CACHE_ITEMS": "7",
+        "SHARP_CACHE_MEMORY_MB": "5",
+    }
+    bot = run_bot(*SIM, "--duration", "0.5", env=env)
+    line = bot.wait_for("libvips limits in effect")
+    assert "'concurrency': 3" in line and "'cache_items': 7" in line
+    assert "'cache_memory_mb': 5.0" in line
+    assert bot.wait_exit() == 0
+    assert bot.output.index("libvips limits") < bot.output.index("simulated Discord at")
+
+
+def test_a_second_worker_on_the_same_shard_is_refused_by_the_file_lock(
+    settings, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    settings.REDIS_URL = ""
+    settings.VAR_DIR = tmp_path
+    first = ShardLock(lock_names([0, 1]))
+    first.acquire()
+    try:
+        with pytest.raises(ShardLockError, match="runbot-shard-1"):
+            ShardLock(lock_names([1, 2])).acquire()
+        other = ShardLock(lock_names([2]))  # the refused worker let go of shard 2
+        other.acquire()
+        other.release()
+    finally:
+        first.release()
+    again = ShardLock(lock_names([0]))
+    again.acquire()
+    again.release()
+
+
+def test_a_second_worker_on_the_same_shard_is_refused_by_the_redis_lock(
+    settings, redis_url
+) -> None:  # type: ignore[no-untyped-def]
+    settings.REDIS_URL = redis_url
+    settings.TOMORI_BUS_CHANNEL = f"tomori:test-lock:{uuid.uuid4().hex}"
+    first = ShardLock(lock_names([5, 6]))
+    first.acquire()
+    try:
+        with pytest.raises(ShardLockError, match="runbot-shard-6"):
+            ShardLock(lock_names([6])).acquire()
+        assert {r.state for r in first.renew()} == {LockState.HELD}
+    finally:
+        first.release()
+    second = ShardLock(lock_names([6]))
+    second.acquire()
+    second.release()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sigterm_exits_cleanly_and_flushes_durable_memory(
+    run_bot: type[BotProcess],
+) -> None:
+    seed_world(generate_world(Scenario.named("small")))
+    Server.objects.update(channel_whitelist_enabled=False)  # every turn is answered
+    bot = run_bot(*SIM, env={"CACHE_METRICS_INTERVAL_MS": "1000"})
+    bot.wait_for("bot ready")
+    for _ in range(120):  # each cache_sizes line comes a second after the last
+        sample = json.loads(
+            bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
+        )
+        bot.lines.clear()
+        if sample["short_term_memory"] > 0:
+            break
+    bot.proc.send_signal(signal.SIGTERM)
+    assert bot.wait_exit(timeout=20) == 0
+    assert "worker" in bot.wait_for("stopped")
+    turns = bot.wait_for("turns resolved")
+    resolved = int(turns.split("turns resolved: ")[1].split()[0])
+    assert resolved > 0
+    assert ShortTermMemoryRecord.objects.exists(), bot.output[-3000:]

@@ -1,0 +1,62 @@
+"""Two shard processes: each holds its own caches and receives every bus message."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from caches import bus, live
+from caches.operations import clear_cache_command, send_command
+from tests.tomori.bot.worker.conftest import BotProcess
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bus_invalidation_reaches_both_shards(
+    run_bot: type[BotProcess],
+    redis_url: str,
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    channel = f"tomori:test-bus:{uuid.uuid4().hex}"
+    settings.TOMORI_BUS_CHANNEL = channel
+    settings.REDIS_URL = redis_url
+    live.reset_for_tests()
+    test_bus = bus.configure(redis_url=redis_url, channel=channel)
+    env = {
+        "REDIS_URL": redis_url,
+        "TOMORI_BUS_CHANNEL": channel,
+        "WORKER_SNAPSHOT_INTERVAL_SECONDS": "0.5",
+    }
+    shards = [
+        run_bot(
+            "--simulate",
+            "--fake-openrouter",
+            "--shard-ids",
+            str(i),
+            "--shard-count",
+            "2",
+            env={**env, "TOMORI_WORKER_ID": "w"},
+        )
+        for i in (0, 1)
+    ]
+    try:
+        for shard in shards:
+            shard.wait_for("bot ready")
+        for shard in shards:
+            shard.wait_for("bus subscribed")
+        test_bus.broadcast([("tomori_state", "key", (424242,))])
+        outcome = send_command(
+            clear_cache_command("user", issued_by="test"), timeout=10
+        )
+        assert sorted(reply.worker_id for reply in outcome.replies) == [
+            "w:shard0",
+            "w:shard1",
+        ]
+        snapshots = {snap.worker_id: snap for snap in live.live_snapshots()}
+        assert set(snapshots) == {"w:shard0", "w:shard1"}
+        for snap in snapshots.values():
+            assert snap.shard_ids in ((0,), (1,))
+            assert snap.bus["applied"] >= 1
+    finally:
+        bus.configure()
+        live.reset_for_tests()
