@@ -29,7 +29,7 @@ from tests.metrics.scraping import (
     sql_queries,
 )
 
-HOST = ROOT / "tests" / "memory" / "fixtures" / "hosts" / "normal"
+HOST = ROOT / "tests" / "caches" / "memory" / "fixtures" / "hosts" / "normal"
 WORKER = "grafana-test:1:shard0"
 
 
