@@ -31,8 +31,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tomori.knobs import knobs
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
@@ -171,6 +169,8 @@ def run_all(writes: int) -> int:
     from caches import bus
     from tests.support.faults import OwnRedis
     from tomori import models as m
+
+    from tomori.knobs import knobs  # after Django is set up (and ROOT on sys.path)
 
     bound_ms = knobs().INVALIDATION_STALENESS_BOUND_SECONDS * 1000
     server = m.Server.objects.create(server_disc_id=900_000_000 + os.getpid())
