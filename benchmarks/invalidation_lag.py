@@ -169,7 +169,6 @@ def run_all(writes: int) -> int:
     from caches import bus
     from tests.support.faults import OwnRedis
     from tomori import models as m
-
     from tomori.knobs import knobs  # after Django is set up (and ROOT on sys.path)
 
     bound_ms = knobs().INVALIDATION_STALENESS_BOUND_SECONDS * 1000
