@@ -43,6 +43,11 @@ BATCH_MAX = 2000
 RETRY_FIRST_SECONDS = 0.25
 #: While a flush waits (shutdown), retry at least this often.
 FLUSH_RETRY_SECONDS = 0.25
+#: How long the drain task waits for the next write once the queue is empty
+#: before it ends: a busy bot's turns wake one parked task (a future's
+#: result) instead of each starting a new one (a task, its coroutine and
+#: its first step: the larger part of a store's queueing).
+LINGER_SECONDS = 5.0
 
 # (slot, write, turns it carries that the table lacks)
 _Queued = tuple[Hashable, MemoryWrite, int]
@@ -85,6 +90,11 @@ def _slot(write: MemoryWrite) -> Hashable:
     return write
 
 
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
@@ -103,6 +113,8 @@ class DurableWriter:
         self._in_flight: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        # Set while the drain task lingers on an empty queue (see _linger).
+        self._idle: asyncio.Future[None] | None = None
         self._hurry = False
         self._failing = 0  # consecutive failed attempts
         self.batches = 0
@@ -140,13 +152,20 @@ class DurableWriter:
         The fields are taken when the write's batch is (an entry is
         immutable), so a key stored many times while a batch runs converts once.
         """
-        slot = entry.key
-        pending = self._pending
-        pending.pop(slot, None)  # re-inserting moves it to the end
-        carried = self._turns.pop(slot, 0) if self._turns else 0
-        pending[slot] = entry
-        if carried + turns:
-            self._turns[slot] = carried + turns
+        self.submit_entries((entry,), turns=turns)
+
+    def submit_entries(
+        self, entries: Sequence[ShortTermMemoryEntry], *, turns: int = 0
+    ) -> None:
+        """Queue `entries` in order, each like `submit_entry` (one store's keys)."""
+        pending, counts = self._pending, self._turns
+        for entry in entries:
+            slot = entry.key
+            pending.pop(slot, None)  # re-inserting moves it to the end
+            carried = counts.pop(slot, 0) if counts else 0
+            pending[slot] = entry
+            if carried + turns:
+                counts[slot] = carried + turns
         if len(pending) > self.max_pending:
             self._enforce_cap()
         self._start()
@@ -177,6 +196,11 @@ class DurableWriter:
         except RuntimeError:
             # Sync caller (a script, the shell): nothing to overlap with.
             self._apply_now()
+            return
+        idle = self._idle
+        if idle is not None and idle.get_loop() is loop:
+            if not idle.done():
+                idle.set_result(None)  # the parked drain task takes it
             return
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
@@ -216,19 +240,34 @@ class DurableWriter:
 
     async def _drain(self) -> None:
         self._wake = asyncio.Event()
-        while self._pending:
-            batch = self._take_batch()
-            try:
-                await self._call(self._apply, [write for _, write, _ in batch])
-            except asyncio.CancelledError:
-                self._requeue(batch)
-                raise
-            except Exception as error:
-                self._requeue(batch)
-                self._failed(len(batch), error)
-                await self._back_off()
-                continue
-            self._succeeded(batch)
+        while True:
+            while self._pending:
+                batch = self._take_batch()
+                try:
+                    await self._call(self._apply, [write for _, write, _ in batch])
+                except asyncio.CancelledError:
+                    self._requeue(batch)
+                    raise
+                except Exception as error:
+                    self._requeue(batch)
+                    self._failed(len(batch), error)
+                    await self._back_off()
+                    continue
+                self._succeeded(batch)
+            if self._hurry or not await self._linger():
+                return
+
+    async def _linger(self) -> bool:
+        """Park until a write is queued or LINGER_SECONDS pass; tell whether one was."""
+        loop = asyncio.get_running_loop()
+        idle = self._idle = loop.create_future()
+        timer = loop.call_later(LINGER_SECONDS, _settle, idle)
+        try:
+            await idle
+        finally:
+            timer.cancel()
+            self._idle = None
+        return bool(self._pending)
 
     def _succeeded(self, batch: list[_Queued]) -> None:
         self._in_flight = []
@@ -283,6 +322,8 @@ class DurableWriter:
                     return
                 if self._wake is not None:
                     self._wake.set()  # cut a long back-off short
+                if self._idle is not None:
+                    _settle(self._idle)  # a lingering task ends (it sees _hurry)
                 await asyncio.shield(task)
         finally:
             self._hurry = False

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
-
-from django.utils import timezone
+from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from caches.core import MISSING, BoundedTTLCache, Flight, SingleFlight
 from caches.layers._support import run_db
@@ -29,6 +28,10 @@ from tomori.repositories import memory as repo
 from tomori.repositories.memory import DurableMemory
 
 Scope = tuple[str, int]
+#: The wall clock stored timestamps come from: aware UTC, what Django's
+#: `timezone.now()` returns with USE_TZ (the project's setting), without its
+#: settings lookup on every store.
+utc_now: Callable[[], datetime] = partial(datetime.now, UTC)
 # Hydrated entries keep their remaining lifetime, floored to 1/15 of the full
 # ttl: two ttl classes x 15 steps stay within the core's 32 exact ttl queues.
 _TTL_STEPS = 15
@@ -63,7 +66,7 @@ class Hydrator:
         cache: BoundedTTLCache[str, ShortTermMemoryEntry | None],
         writer: DurableWriter,
         put: Callable[[ShortTermMemoryEntry, float], None],
-        wall_clock: Callable[[], datetime] = timezone.now,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._cache = cache
         self._writer = writer
@@ -82,11 +85,15 @@ class Hydrator:
     def touch(self, key: str) -> None:
         """Note a live write or clear of `key`: in-flight loads must not undo it."""
         # Marked, not detached: a caller that joins it reads the live entry.
-        flight = self._keys.flights.get(key)
-        if flight is not None:
-            flight.stale = True
-        for scope_flight in self._scopes.flights.values():
-            scope_flight.touch(key)
+        flights = self._keys.flights
+        if flights:
+            flight = flights.get(key)
+            if flight is not None:
+                flight.stale = True
+        scope_flights = self._scopes.flights
+        if scope_flights:
+            for scope_flight in scope_flights.values():
+                scope_flight.touch(key)
 
     def touch_where(self, predicate: Callable[[str], bool]) -> None:
         """Note a clear of every key matching `predicate` (and of unseen ones)."""

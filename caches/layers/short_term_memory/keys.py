@@ -16,19 +16,23 @@ def user_short_term_memory_key(
     user_disc_id: int, channel_disc_id: int, persona_id: int | None = None
 ) -> str:
     """Return the user-scoped key (`shortterm:user:{user}:{channel}[:{persona}]`)."""
-    return _key(USER, user_disc_id, channel_disc_id, persona_id)
+    return short_term_memory_key(USER, user_disc_id, channel_disc_id, persona_id)
 
 
 def server_short_term_memory_key(
     server_disc_id: int, channel_disc_id: int, persona_id: int | None = None
 ) -> str:
     """Return the server-shared key (`shortterm:server:{server}:{channel}[:{persona}]`)."""
-    return _key(SERVER, server_disc_id, channel_disc_id, persona_id)
+    return short_term_memory_key(SERVER, server_disc_id, channel_disc_id, persona_id)
 
 
-def _key(scope: str, owner: int, channel: int, persona: int | None) -> str:
-    base = f"{PREFIX}{scope}:{owner}:{channel}"
-    return base if persona is None else f"{base}:{persona}"
+def short_term_memory_key(
+    scope: str, owner: int, channel: int, persona: int | None = None
+) -> str:
+    """Return the key of `scope` (USER or SERVER) for `owner` in `channel`."""
+    if persona is None:
+        return f"{PREFIX}{scope}:{owner}:{channel}"
+    return f"{PREFIX}{scope}:{owner}:{channel}:{persona}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,12 +90,12 @@ def _targets(
     channel: int, user: int | None, server: int | None, persona: int | None
 ) -> list[tuple[str, str]]:
     """Return (scope, key): the user key if a user, the server key if a guild."""
+    key = k.short_term_memory_key
     targets = []
     if user is not None:
-        targets.append((k.USER, k.user_short_term_memory_key(user, channel, persona)))
+        targets.append((k.USER, key(k.USER, user, channel, persona)))
     if server is not None:
-        key = k.server_short_term_memory_key(server, channel, persona)
-        targets.append((k.SERVER, key))
+        targets.append((k.SERVER, key(k.SERVER, server, channel, persona)))
     return targets
 
 
@@ -161,21 +161,18 @@ class ShortTermMemoryStore:
         A resident "nothing stored" marker stands for a fresh entry: no
         hydration is needed for it either.
         """
-        peek = self.cache.peek
-        values = []
-        for _, key in targets:
+        cache = self.cache
+        peek = cache.peek
+        bases = []
+        for scope, key in targets:
             value = peek(key)
             if value is MISSING:
                 return []
-            values.append(value)
-        self.cache.hits += len(values)
-        bases = []
-        now = None
-        for (scope, key), value in zip(targets, values, strict=True):
             if value is None:
-                now = now or self.wall_clock()
+                now = self.hydrator.wall_clock()
                 value = _fresh_entry(scope, key, now, channel, user, server, persona)
             bases.append(value)
+        cache.hits += len(bases)
         return bases
 
     def _current(self, key: str) -> ShortTermMemoryEntry | None:
@@ -209,12 +206,12 @@ class ShortTermMemoryStore:
             targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
         # No await from here on: read-merge-write of both keys is atomic.
-        limit = knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL
-        kept = tuple(messages)[-limit:]
+        kept = tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :]
         lineage = tuple(persona_lineage)
         chosen = None if categories is None else tuple(categories)
         crude, summarized = crude_ttl(), summary_ttl()
-        now = self.wall_clock()
+        now = self.hydrator.wall_clock()
+        touch, put = self.hydrator.touch, self.cache.set
         written = []
         for base in bases:
             entry = base.with_turn(
@@ -228,8 +225,14 @@ class ShortTermMemoryStore:
                 categories=base.categories if chosen is None else chosen,
                 last_updated=now,
             )
-            self._write(entry, turns=1, ttl=summarized if entry.summary else crude)
+            # What _write does, for both keys at once (the turn's hot path): a
+            # live write wins over any hydration, then the cache, then one
+            # queueing of both durable rows.
+            key = entry.key
+            touch(key)
+            put(key, entry, summarized if entry.summary else crude)
             written.append(entry)
+        self.writer.submit_entries(written, turns=1)
         return written[0]
 
     async def update_summary(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 
@@ -100,6 +101,40 @@ async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
     await writer.flush()
     assert applied == [[entries[-1].durable()]]
     assert writer.turns_behind() == 0
+
+
+async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> None:
+    """Writes queued while the drain task lingers wake it: no task per store."""
+    applied: list[list[object]] = []
+
+    async def call(apply, writes):  # type: ignore[no-untyped-def]
+        apply(writes)
+
+    writer = DurableWriter(lambda writes: applied.append(list(writes)), call=call)
+    first = _entry(turn_count=1)
+    writer.submit_entry(first, turns=1)
+    task = writer._task
+    assert task is not None
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert applied == [[first.durable()]]
+    assert writer._idle is not None and not task.done()  # parked, not ended
+    later = _entry(key="shortterm:server:201:302:7", channel_disc_id=302)
+    writer.submit_entries([later], turns=1)
+    assert writer._task is task  # the parked task takes it
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert applied[-1] == [later.durable()] and writer.pending_count() == 0
+    await writer.flush()
+    assert task.done() and writer._idle is None
+
+
+def test_stored_timestamps_are_what_django_now_returns() -> None:
+    from caches.layers.short_term_memory.hydration import utc_now
+
+    ours, django_now = utc_now(), timezone.now()
+    assert ours.tzinfo is not None and ours.utcoffset() == django_now.utcoffset()
+    assert abs((django_now - ours).total_seconds()) < 60
 
 
 async def _fill() -> set[str]:
