@@ -171,6 +171,18 @@ class TomoriClientMixin:
         removed = await events.channel_changed(payload.guild_id, payload.thread_id)
         self._invalidated("thread", removed)
 
+    async def on_raw_message_delete(
+        self, payload: discord.RawMessageDeleteEvent
+    ) -> None:
+        """Drop a deleted message from the history window (discord.py's cache drops it)."""
+        self.pipeline.forget_messages(payload.channel_id, {payload.message_id})
+
+    async def on_raw_bulk_message_delete(
+        self, payload: discord.RawBulkMessageDeleteEvent
+    ) -> None:
+        """Drop bulk-deleted messages from the history window."""
+        self.pipeline.forget_messages(payload.channel_id, payload.message_ids)
+
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         """Drop the thread's whitelist, LLM and prompt entries (cached thread or not)."""
         removed = await events.channel_changed(payload.guild_id, payload.thread_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from caches.core import MISSING, BoundedTTLCache, Clock
 from caches.layers.short_term_memory import keys as k
@@ -38,6 +38,13 @@ Value = ShortTermMemoryEntry | None
 #: indexing a key is one `split`, no int parse.
 OWNER = "owner"
 CHANNEL = "channel"
+
+
+class TurnMemory(NamedTuple):
+    """A turn's short-term memory as it was before the turn was stored."""
+
+    user: ShortTermMemoryEntry | None
+    server: ShortTermMemoryEntry | None  # None in a DM, or nothing stored
 
 
 class ScopeFilters(TypedDict, total=False):
@@ -205,10 +212,99 @@ class ShortTermMemoryStore:
         ) or await self._bases(
             targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
-        # No await from here on: read-merge-write of both keys is atomic.
+        return self._store_turn(
+            bases,
+            messages,
+            lineage=tuple(persona_lineage),
+            channel_name=channel_name,
+            server_name=server_name,
+            parent_channel_disc_id=parent_channel_disc_id,
+            categories=None if categories is None else tuple(categories),
+        )
+
+    async def turn(
+        self,
+        *,
+        user_disc_id: int,
+        channel_disc_id: int,
+        server_disc_id: int | None = None,
+        persona_id: int | None = None,
+        messages_for: Callable[[ShortTermMemoryEntry | None], Sequence[StmMessage]]
+        | None = None,
+        channel_name: str | None = None,
+        server_name: str | None = None,
+        parent_channel_disc_id: int | None = None,
+    ) -> TurnMemory:
+        """Read a turn's entries, then (with `messages_for`) store the turn: one pass.
+
+        The same as `get` of the user key and (in a guild) the server key,
+        then `store(messages=messages_for(conversation), persona_lineage=
+        (persona_id,) ...)`, where the conversation is the server entry in a
+        guild and the user entry in a DM; with the keys built, peeked and
+        counted once. Returns the entries as they were before the store.
+        """
+        targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
+        peek = self.cache.peek
+        values: list[ShortTermMemoryEntry | None] = []
+        for _, key in targets:
+            value = peek(key)
+            if value is MISSING:
+                # A miss: each key through the hydrator (which counts it).
+                values = [await self.hydrator.ensure_key(key) for _, key in targets]
+                resident = False
+                break
+            values.append(value)
+        else:
+            self.cache.hits += len(values)
+            resident = True
+        user_before = values[0]
+        server_before = values[1] if server_disc_id is not None else None
+        memory = TurnMemory(user_before, server_before)
+        if messages_for is None:
+            return memory
+        messages = messages_for(
+            server_before if server_disc_id is not None else user_before
+        )
+        # After an await a key may have been written meanwhile: read again.
+        current = values if resident else [self._current(key) for _, key in targets]
+        bases = [
+            value
+            if value is not None
+            else _fresh_entry(
+                scope,
+                key,
+                self.hydrator.wall_clock(),
+                channel_disc_id,
+                user_disc_id,
+                server_disc_id,
+                persona_id,
+            )
+            for (scope, key), value in zip(targets, current, strict=True)
+        ]
+        self._store_turn(
+            bases,
+            messages,
+            lineage=() if persona_id is None else (persona_id,),
+            channel_name=channel_name,
+            server_name=server_name,
+            parent_channel_disc_id=parent_channel_disc_id,
+            categories=None,
+        )
+        return memory
+
+    def _store_turn(
+        self,
+        bases: Sequence[ShortTermMemoryEntry],
+        messages: Sequence[StmMessage],
+        *,
+        lineage: tuple[int, ...],
+        channel_name: str | None,
+        server_name: str | None,
+        parent_channel_disc_id: int | None,
+        categories: tuple[str, ...] | None,
+    ) -> ShortTermMemoryEntry:
+        """Write one stored turn over `bases` (no await: read-merge-write is atomic)."""
         kept = tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :]
-        lineage = tuple(persona_lineage)
-        chosen = None if categories is None else tuple(categories)
         crude, summarized = crude_ttl(), summary_ttl()
         now = self.hydrator.wall_clock()
         touch, put = self.hydrator.touch, self.cache.set
@@ -222,7 +318,7 @@ class ShortTermMemoryStore:
                     parent_channel_disc_id or base.parent_channel_disc_id
                 ),
                 messages=kept,
-                categories=base.categories if chosen is None else chosen,
+                categories=base.categories if categories is None else categories,
                 last_updated=now,
             )
             # What _write does, for both keys at once (the turn's hot path): a

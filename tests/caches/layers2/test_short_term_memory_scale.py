@@ -304,3 +304,105 @@ def test_fresh_entry_is_what_the_constructor_builds() -> None:
     )
     assert type(built) is ShortTermMemoryEntry
     assert dataclasses.asdict(built) == dataclasses.asdict(expected)
+
+
+# ------------------------------------------------------------ one-pass turn
+
+
+def _recording(*contents: str) -> tuple[list[object], object]:
+    """Return (the conversations it was called with, a messages_for callback)."""
+    seen: list[object] = []
+
+    def messages_for(conversation):  # type: ignore[no-untyped-def]
+        seen.append(conversation)
+        return tuple(message(c) for c in contents)
+
+    return seen, messages_for
+
+
+@db
+async def test_a_turn_reads_both_entries_then_stores_over_them(stm_store) -> None:
+    user0 = await remember(USER, SERVER, 301, "earlier")
+    server0 = stm_store.cache.peek(user0.key.replace("user:101", "server:201"))
+    hits, misses = stm_store.cache.hits, stm_store.cache.misses
+    seen, messages_for = _recording("earlier", "now")
+    before = await stm.remember_turn(
+        user_disc_id=USER,
+        channel_disc_id=301,
+        server_disc_id=SERVER,
+        persona_id=7,
+        messages_for=messages_for,  # type: ignore[arg-type]
+        channel_name="general",
+        server_name="guild",
+    )
+    # persona 7's keys were never stored: both read as nothing, then written
+    assert before == (None, None) and seen == [None]
+    user7 = await stm.get_short_term_memory_for_user_channel(USER, 301, persona_id=7)
+    assert user7 is not None and user7.persona_lineage == (7,)
+    assert [m.content for m in user7.messages] == ["earlier", "now"]
+    assert (user7.turn_count, user7.channel_name, user7.server_name) == (
+        1,
+        "general",
+        "guild",
+    )
+    # the persona-less keys: read as stored, the server entry is the conversation
+    seen, messages_for = _recording("again")
+    before = await stm.remember_turn(
+        user_disc_id=USER,
+        channel_disc_id=301,
+        server_disc_id=SERVER,
+        messages_for=messages_for,  # type: ignore[arg-type]
+    )
+    assert before == (user0, server0) and seen == [server0]
+    after = await stm.get_short_term_memory_for_server_channel(SERVER, 301)
+    assert after is not None and after.turn_count == server0.turn_count + 1
+    assert [m.content for m in after.messages] == ["again"]
+    # each resident key read counts one hit, as a get would; nothing missed
+    # but the two never-stored persona keys
+    assert stm_store.cache.misses - misses == 2
+    assert stm_store.cache.hits - hits == 1 + 2 + 1  # get, turn, get
+
+
+@db
+async def test_a_dm_turn_converses_with_the_user_entry_only(stm_store) -> None:
+    user0 = await remember(USER, None, 301, "hello")
+    seen, messages_for = _recording("reply")
+    before = await stm.remember_turn(
+        user_disc_id=USER,
+        channel_disc_id=301,
+        messages_for=messages_for,  # type: ignore[arg-type]
+    )
+    assert before == (user0, None) and seen == [user0]
+    assert len(stm_store) == 1  # no server key in a DM
+
+
+@db
+async def test_a_turn_after_a_restart_hydrates_then_counts_on(stm_store) -> None:
+    await remember(USER, SERVER, 301, "one")
+    await stm.update_short_term_memory_summary(
+        channel_disc_id=301, user_disc_id=USER, server_disc_id=SERVER, summary="cats"
+    )
+    await stm_store.writer.flush()
+    stm_store.clear()  # a restart: only the table remembers
+    seen, messages_for = _recording("two")
+    before = await stm.remember_turn(
+        user_disc_id=USER,
+        channel_disc_id=301,
+        server_disc_id=SERVER,
+        messages_for=messages_for,  # type: ignore[arg-type]
+    )
+    assert before.user is not None and before.user.summary == "cats"
+    assert before.server is not None and seen == [before.server]
+    assert before.server.messages == ()  # raw messages are memory-only
+    entry = await stm.get_short_term_memory_for_user_channel(USER, 301)
+    assert entry is not None and (entry.summary, entry.turn_count) == ("cats", 2)
+
+
+@db
+async def test_a_turn_without_capture_reads_and_stores_nothing(stm_store) -> None:
+    user0 = await remember(USER, SERVER, 301, "one")
+    before = await stm.remember_turn(
+        user_disc_id=USER, channel_disc_id=301, server_disc_id=SERVER
+    )
+    assert before.user == user0 and before.user is not None
+    assert (await stm.get_short_term_memory_for_user_channel(USER, 301)) == user0

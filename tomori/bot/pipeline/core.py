@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -23,7 +24,7 @@ from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_SCAN_LIMIT,
     EMPTY_HISTORY,
-    history_window,
+    RecentMessages,
     resolve_history,
 )
 from tomori.bot.pipeline.memory import MemoryStep
@@ -94,6 +95,9 @@ class MessagePipeline:
         self.catalogs = catalogs
         self.history_limit = history_limit
         self.history_scan_limit = history_scan_limit
+        # The history window's index; it notes messages once attached to a
+        # client with a message cache (see attach).
+        self.history = RecentMessages(scan_limit=0)
         # The crude message count is read once: a Django setting read costs a
         # lazy-object lookup, and this runs on every turn.
         crude = knobs().SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT
@@ -104,8 +108,17 @@ class MessagePipeline:
         self._waiters = CountWaiters()
 
     def attach(self, client: Any) -> None:
-        """Read the bot's user and discord.py's message cache from `client`."""
+        """Read the bot's user from `client`; window what its message cache holds."""
         self._client = client
+        cached = getattr(getattr(client, "_connection", None), "_messages", None)
+        # No message cache (max_messages None or 0): no history window, as
+        # discord.py holds none; else at most what its deque holds.
+        scan = 0 if cached is None else min(self.history_scan_limit, cached.maxlen or 0)
+        self.history = RecentMessages(scan_limit=scan)
+
+    def forget_messages(self, channel_id: int, message_ids: Collection[int]) -> None:
+        """Drop deleted messages from the history window (discord.py drops them too)."""
+        self.history.forget(channel_id, message_ids)
 
     @property
     def self_id(self) -> int | None:
@@ -127,6 +140,7 @@ class MessagePipeline:
         counters = self.counters
         counters.received += 1
         started = perf_counter()
+        self.history.add(message)  # every message, skipped ones too (the window)
         try:
             with TurnNotes() as notes:
                 turn = await self._handle(message, notes)
@@ -274,13 +288,7 @@ class MessagePipeline:
         )
 
     def _window(self, message: Any) -> list[Any]:
-        state = getattr(self._client, "_connection", None)
-        return history_window(
-            getattr(state, "_messages", None),
-            message,
-            limit=self.history_limit,
-            scan_limit=self.history_scan_limit,
-        )
+        return self.history.window(message, self.history_limit)
 
 
 def stop_outcome(outcome: Outcome, layer: str, notes: TurnNotes) -> Outcome:

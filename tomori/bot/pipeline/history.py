@@ -10,7 +10,8 @@ bounded in a quiet one, whose older history a real context build would fetch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -82,6 +83,84 @@ def _window_by_id(
     ][:limit]
     found.reverse()
     return found
+
+
+class RecentMessages:
+    """The newest `scan_limit` messages the bot received, indexed by channel.
+
+    The same window `history_window` finds by scanning discord.py's deque
+    (a channel's last `limit` messages among the process's newest
+    `scan_limit`, before the current one), in O(limit) instead of
+    O(scan_limit): in the production scenario (4,128 channels) a channel's
+    earlier messages are almost never among the newest 200, so the scan
+    walked all 200 on nearly every turn. Every received message is `add`ed
+    (the pipeline does it first thing, for skipped messages too); deleted
+    ones are `forget`-ten, as discord.py drops them from its deque. It holds
+    at most `scan_limit` references to messages discord.py caches anyway
+    (the bound is capped at discord.py's own `max_messages`).
+    """
+
+    __slots__ = ("scan_limit", "_order", "_channels")
+
+    def __init__(self, scan_limit: int = DEFAULT_SCAN_LIMIT) -> None:
+        self.scan_limit = scan_limit
+        self._order: deque[Any] = deque()  # oldest first
+        self._channels: dict[int, deque[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def add(self, message: Any) -> None:
+        """Note a received message (the newest)."""
+        if self.scan_limit <= 0:
+            return
+        channel_id = message.channel.id
+        recent = self._channels.get(channel_id)
+        if recent is None:
+            recent = self._channels[channel_id] = deque()
+        recent.append(message)
+        order = self._order
+        order.append(message)
+        if len(order) > self.scan_limit:
+            self._drop(order.popleft())
+
+    def _drop(self, message: Any) -> None:
+        channel_id = message.channel.id
+        recent = self._channels.get(channel_id)
+        if recent is None:
+            return
+        # The global oldest is its channel's oldest (forget drops from both).
+        if recent and recent[0] is message:
+            recent.popleft()
+        if not recent:
+            del self._channels[channel_id]
+
+    def forget(self, channel_id: int, message_ids: Collection[int]) -> None:
+        """Drop deleted messages (discord.py drops them from its cache too)."""
+        recent = self._channels.get(channel_id)
+        if not recent or not message_ids:
+            return
+        gone = [m for m in recent if m.id in message_ids]
+        for message in gone:
+            recent.remove(message)
+            self._order.remove(message)
+        if not recent:
+            del self._channels[channel_id]
+
+    def window(self, message: Any, limit: int = DEFAULT_HISTORY_LIMIT) -> list[Any]:
+        """Return the channel's noted messages before `message`, oldest first."""
+        recent = self._channels.get(message.channel.id)
+        if not recent or limit <= 0:
+            return []
+        message_id = message.id
+        found: list[Any] = []
+        for other in reversed(recent):
+            if other.id < message_id:
+                found.append(other)
+                if len(found) == limit:
+                    break
+        found.reverse()
+        return found
 
 
 def _is_audio(message: Any) -> bool:

@@ -9,10 +9,9 @@ from typing import Any, NamedTuple
 from caches.layers.short_term_memory import (
     ShortTermMemoryEntry,
     StmMessage,
-    get_short_term_memory_for_server_channel,
-    get_short_term_memory_for_user_channel,
-    store_short_term_memory,
+    remember_turn,
 )
+from caches.layers.short_term_memory.entry import make_message
 from tomori.repositories.servers import PersonaRecord
 
 #: Characters of a message kept in short-term memory (bounds its memory).
@@ -45,29 +44,28 @@ class MemoryStep:
         parent_id: int | None = None,
     ) -> MemoryRead:
         """Read the user's and the channel's entries, then store this turn."""
-        user_id, channel_id = message.author.id, message.channel.id
+        author, channel = message.author, message.channel
         persona_id = persona.id if persona is not None else None
-        user_entry = await get_short_term_memory_for_user_channel(
-            user_id, channel_id, persona_id=persona_id
-        )
-        server_entry = None
-        if guild is not None:
-            server_entry = await get_short_term_memory_for_server_channel(
-                guild.id, channel_id, persona_id=persona_id
-            )
+        keep = self.keep
+        messages_for = None
         if self.capture:
-            conversation = server_entry if guild is not None else user_entry
-            await store_short_term_memory(
-                user_disc_id=user_id,
-                channel_disc_id=channel_id,
-                messages=self.messages(conversation, window, message, self_id),
-                server_disc_id=guild.id if guild is not None else None,
-                persona_id=persona_id,
-                persona_lineage=(persona_id,) if persona_id is not None else (),
-                channel_name=getattr(message.channel, "name", None),
-                server_name=guild.name if guild is not None else None,
-                parent_channel_disc_id=parent_id,
-            )
+
+            def messages_for(
+                conversation: ShortTermMemoryEntry | None,
+            ) -> tuple[StmMessage, ...]:
+                return turn_messages(keep, conversation, window, message, self_id)
+
+        before = await remember_turn(
+            user_disc_id=author.id,
+            channel_disc_id=channel.id,
+            server_disc_id=guild.id if guild is not None else None,
+            persona_id=persona_id,
+            messages_for=messages_for,
+            channel_name=getattr(channel, "name", None),
+            server_name=guild.name if guild is not None else None,
+            parent_channel_disc_id=parent_id,
+        )
+        user_entry, server_entry = before
         return MemoryRead(
             found=(user_entry is not None) + (server_entry is not None),
             user_turns=user_entry.turn_count if user_entry is not None else None,
@@ -81,29 +79,39 @@ class MemoryStep:
         message: Any,
         self_id: int | None,
     ) -> tuple[StmMessage, ...]:
-        """Return the channel's latest messages: the stored ones plus this one.
+        """Return the channel's latest messages: the stored ones plus this one."""
+        return turn_messages(self.keep, conversation, window, message, self_id)
 
-        Reusing the stored StmMessages (rather than rebuilding them from the
-        window every turn) shares them between the user and server entries and
-        between successive turns, which keeps short-term memory small. The
-        window seeds a conversation that has nothing stored yet.
-        """
-        keep = self.keep
-        if keep <= 0:
-            return (stm_message(message, self_id),)
-        if conversation is not None and conversation.messages:
-            earlier: Sequence[StmMessage] = conversation.messages[-keep:]
-        else:
-            earlier = [stm_message(m, self_id) for m in window[-keep:]]
-        return (*earlier, stm_message(message, self_id))
+
+def turn_messages(
+    keep: int,
+    conversation: ShortTermMemoryEntry | None,
+    window: Sequence[Any],
+    message: Any,
+    self_id: int | None,
+) -> tuple[StmMessage, ...]:
+    """Return the channel's latest messages: the stored ones plus this one.
+
+    Reusing the stored StmMessages (rather than rebuilding them from the
+    window every turn) shares them between the user and server entries and
+    between successive turns, which keeps short-term memory small. The
+    window seeds a conversation that has nothing stored yet.
+    """
+    if keep <= 0:
+        return (stm_message(message, self_id),)
+    if conversation is not None and conversation.messages:
+        earlier: Sequence[StmMessage] = conversation.messages[-keep:]
+    else:
+        earlier = [stm_message(m, self_id) for m in window[-keep:]]
+    return (*earlier, stm_message(message, self_id))
 
 
 def stm_message(message: Any, self_id: int | None) -> StmMessage:
     """Return a discord.py message as short-term memory keeps it."""
     author = message.author
-    return StmMessage(
-        role="assistant" if author.id == self_id else "user",
-        content=message.content[:STM_CONTENT_LIMIT],
-        timestamp=message.created_at,
-        speaker=author.display_name,
+    return make_message(
+        "assistant" if author.id == self_id else "user",
+        message.content[:STM_CONTENT_LIMIT],
+        message.created_at,
+        author.display_name,
     )

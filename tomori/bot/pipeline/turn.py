@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from caches.core.frozen import unfrozen_twin
 from tomori.repositories.channels import (
     ChannelPromptRecord,
     CooldownOverride,
@@ -92,28 +92,8 @@ class ResolvedTurn:
     stale_layers: tuple[str, ...] = ()
 
 
-def _unfrozen_twin(cls: type[T]) -> type[T]:
-    """Return a mutable dataclass with `cls`'s fields and slots, to build `cls` with.
-
-    A frozen dataclass sets each field through `object.__setattr__` (about
-    100 ns a field; ResolvedTurn has 42, and one is built per turn). The twin
-    sets them as plain slots, then the instance becomes a `cls`: the same
-    slot layout makes the `__class__` assignment legal, and the result is an
-    ordinary, frozen `cls` (equal to, and hashing like, one built directly).
-    """
-    if getattr(cls, "__post_init__", None) is not None:
-        raise TypeError(f"{cls.__name__} has __post_init__: build it directly")
-    twin = dataclasses.make_dataclass(
-        f"_Unfrozen{cls.__name__}",
-        [(f.name, f.type, f) for f in dataclasses.fields(cls)],  # type: ignore[arg-type]
-        slots=True,
-    )
-    if twin.__slots__ != cls.__slots__:  # type: ignore[attr-defined]
-        raise TypeError(f"{cls.__name__}: the twin's slots differ")
-    return twin  # type: ignore[return-value]
-
-
-_UnfrozenTurn = _unfrozen_twin(ResolvedTurn)
+# Built through its mutable twin: one is made per turn (see caches.core.frozen).
+_UnfrozenTurn = unfrozen_twin(ResolvedTurn)
 
 
 def ok_turn(
@@ -172,5 +152,5 @@ def ok_turn(
         stm_user_turns=memory.user_turns,
         stm_server_turns=memory.server_turns,
     )
-    turn.__class__ = ResolvedTurn  # now frozen (see _unfrozen_twin)
+    turn.__class__ = ResolvedTurn  # now frozen (see caches.core.frozen)
     return turn

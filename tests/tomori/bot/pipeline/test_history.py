@@ -134,3 +134,32 @@ async def test_sprite_records_are_primed_once_then_read_from_the_cache(
     assert turn is not None and len(turn.sprite_records) == 1
     assert stats["hits"] > before[0]
     assert stats["size"] == before[1]  # nothing new was primed
+
+
+async def test_a_deleted_message_leaves_the_history_window(bot: Bot) -> None:
+    guild = busiest_guild(bot.sim.world)
+    channel = text_channel(bot.sim.world, guild)
+    user = await allowed_member(bot.sim.world, guild)
+    await bot.speak(guild, user, channel, "one")
+    second = await bot.speak(guild, user, channel, "two")
+    third = await bot.speak(guild, user, channel, "three")
+    assert second is not None and third is not None
+    assert third.history_size == second.history_size + 1 < 10
+
+    await bot.sim.dispatch(
+        guild,
+        "MESSAGE_DELETE",
+        {
+            "id": str(second.message_id),
+            "channel_id": str(channel),
+            "guild_id": str(guild),
+        },
+    )
+    fourth = await bot.speak(guild, user, channel, "four")
+
+    # "two" is gone (as from discord.py's cache), "three" came in
+    assert fourth is not None and fourth.history_size == third.history_size
+    cached = {m.id for m in bot.client._connection._messages}
+    assert second.message_id not in cached
+    window = bot.pipeline.history.window(bot.client._connection._messages[-1])
+    assert second.message_id not in {m.id for m in window}

@@ -6,6 +6,9 @@ from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tomori.bot.pipeline import history_window
 
 GUILD = SimpleNamespace(id=1)
@@ -53,3 +56,60 @@ def test_direct_messages_match_their_channel_by_id() -> None:
 
 def test_no_message_cache_means_an_empty_window() -> None:
     assert history_window(None, message(1, SimpleNamespace(id=1))) == []
+
+
+# ------------------------------------------------------------ the index
+
+
+def test_the_index_windows_a_channel_without_scanning_others() -> None:
+    from tomori.bot.pipeline.history import RecentMessages
+
+    here, busy = SimpleNamespace(id=10), SimpleNamespace(id=20)
+    index = RecentMessages(scan_limit=100)
+    index.add(message(1, here))
+    for i in range(2, 101):
+        index.add(message(i, busy))
+    current = message(200, here)
+    index.add(current)
+    # message 1 fell out of the newest 100: as history_window(scan_limit=100)
+    assert index.window(current) == [] and len(index) == 100
+    assert [m.id for m in index.window(message(201, busy), limit=3)] == [98, 99, 100]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.integers(0, 3), st.booleans()),
+            st.tuples(st.just("delete"), st.integers(0, 40), st.booleans()),
+        ),
+        max_size=80,
+    ),
+    scan=st.integers(0, 12),
+    limit=st.integers(0, 5),
+)
+def test_the_index_gives_the_window_the_scan_gives(
+    steps: list[tuple[str, int, bool]], scan: int, limit: int
+) -> None:
+    """Same windows as history_window over discord.py's deque, deletions included."""
+    from tomori.bot.pipeline.history import RecentMessages
+
+    channels = [SimpleNamespace(id=100 + n) for n in range(4)]
+    cached: deque[SimpleNamespace] = deque(maxlen=1000)  # discord.py's deque
+    index = RecentMessages(scan_limit=scan)
+    next_id = 1
+    for action, n, dm in steps:
+        if action == "add":
+            # a DM's channel is a new object per message (same id)
+            channel = SimpleNamespace(id=200 + n) if dm else channels[n]
+            current = message(next_id, channel, guild=None if dm else GUILD)
+            next_id += 1
+            cached.append(current)
+            index.add(current)
+            expected = history_window(cached, current, limit=limit, scan_limit=scan)
+            assert index.window(current, limit) == expected
+        else:
+            found = [m for m in cached if m.id == n]
+            if found:  # discord.py removes a deleted message from its deque
+                cached.remove(found[0])
+                index.forget(found[0].channel.id, {n})

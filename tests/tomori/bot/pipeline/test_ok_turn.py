@@ -11,7 +11,7 @@ from tomori.bot.pipeline import Outcome, ResolvedTurn
 from tomori.bot.pipeline.history import HistoryContext
 from tomori.bot.pipeline.memory import MemoryRead
 from tomori.bot.pipeline.resolve import ModelChoice, ServerExtras
-from tomori.bot.pipeline.turn import _unfrozen_twin, ok_turn
+from tomori.bot.pipeline.turn import ok_turn
 
 BASE = {
     "message_id": 1,
@@ -91,15 +91,3 @@ def test_ok_turn_is_frozen() -> None:
         turn.outcome = Outcome.DM  # type: ignore[misc]
     replaced = dataclasses.replace(turn, db_failures=("user",))
     assert replaced.db_failures == ("user",) and turn.db_failures == ()
-
-
-def test_a_class_with_post_init_gets_no_twin() -> None:
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Checked:
-        value: int
-
-        def __post_init__(self) -> None:
-            pass
-
-    with pytest.raises(TypeError):
-        _unfrozen_twin(Checked)
