@@ -142,7 +142,7 @@ def test_st_preset_database_error_caches_nothing(run, server, db_down):
     db_down(presets_repo, "get_active_st_preset")
     with pytest.raises(OperationalError):
         run(get_cached_st_preset, server.id)
-    assert len(st_preset._cache) == 0
+    assert len(st_preset._layer.cache) == 0
 
 
 # ------------------------------------------------------------------ NovelAI
@@ -174,4 +174,4 @@ def test_novelai_database_error_caches_nothing(run, server, db_down):
     db_down(integrations_repo, "get_novelai_subscription")
     with pytest.raises(OperationalError):
         run(get_cached_novelai_subscription, server.id)
-    assert len(novelai_subscription._cache) == 0
+    assert len(novelai_subscription._layer.cache) == 0
