@@ -11,12 +11,22 @@ drop. A database error answers "no override", is reported to
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._support import cached, parse_int_pair, run_db
-from caches.layers.declaration import KeyShape, LayerSettings
+from caches.layers.declaration import (
+    GuildScope,
+    KeyShape,
+    Layer,
+    LayerSettings,
+    Operation,
+    PopulationSpec,
+    unbuilt,
+)
+from caches.registry import EmergencyPolicy
 
 V = TypeVar("V")
 
@@ -94,6 +104,87 @@ class ChannelOverrideCache(Generic[V]):
             return self.cache.invalidate_scope("server", server_id)
         return self.cache.invalidate((server_id, channel_disc_id))
 
+
+@dataclass(frozen=True, slots=True)
+class OverrideWords:
+    """What one override layer's declaration says (the rest is the same for both)."""
+
+    description: str
+    key: Callable[[tuple[int, int]], str]  # a key's save-message words
+    server: Callable[[int], str]  # the "server" operation's words
+    channel: Callable[[int, int], str]  # the "channel" operation's words
+    channel_note: str  # the "channel" operation's description
+    population: PopulationSpec
+
+
+class OverrideLayer(Generic[V]):
+    """A whole per-channel override layer: its map (built with the registry), drops, declaration."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cap_setting: str,
+        load: Callable[[int, int], V | None],
+        words: OverrideWords,
+    ) -> None:
+        self.name = name
+        self.cap_setting = cap_setting
+        self._load_row = load
+        self.overrides: ChannelOverrideCache[V] = unbuilt(name)  # set by _build
+
+        def channel_phrase(server_id: int, channel_disc_id: int | None = None) -> str:
+            if channel_disc_id is None:
+                return words.server(server_id)
+            return words.channel(server_id, channel_disc_id)
+
+        self.layer = Layer(
+            name=name,
+            guild=GuildScope("server", "server_id", scope="server"),
+            description=words.description,
+            policy=EmergencyPolicy.CLEAR,
+            key=override_key(words.key),
+            build=self._build,
+            settings=(cap_setting, TTL_SETTING),
+            ops=(
+                Operation(
+                    "server",
+                    self.invalidate_server,
+                    description="Drop every override entry of one server.",
+                    phrase=words.server,
+                ),
+                Operation(
+                    "channel",
+                    self.invalidate,
+                    description=words.channel_note,
+                    phrase=channel_phrase,
+                ),
+            ),
+            mistaken_for=words.population,
+        )
+
+    @property
+    def cache(self) -> BoundedTTLCache[tuple[int, int], V | None]:
+        """Return the layer's map (once the registry is built)."""
+        return self.overrides.cache
+
+    def _build(
+        self, config: LayerSettings
+    ) -> BoundedTTLCache[tuple[int, int], V | None]:
+        """Build the override map from the layer's settings."""
+        self.overrides = ChannelOverrideCache(
+            self.name,
+            config,
+            cap_setting=self.cap_setting,
+            # Looked up per load, so a test's patched repository function is read.
+            load=lambda server_id, channel: self._load_row(server_id, channel),
+        )
+        return self.overrides.cache
+
+    def invalidate(self, server_id: int, channel_disc_id: int | None = None) -> int:
+        """Drop one channel's entry, or every entry of the server; return removals."""
+        return self.overrides.invalidate(server_id, channel_disc_id)
+
     def invalidate_server(self, server_id: int) -> int:
         """Drop every entry of the server; return removals."""
-        return self.invalidate(server_id)
+        return self.overrides.invalidate(server_id)

@@ -8,22 +8,8 @@ time. A database error answers "no override" and caches nothing (see
 
 from __future__ import annotations
 
-from typing import Any
-
-from caches.layers._channel_override import (
-    TTL_SETTING,
-    ChannelOverrideCache,
-    override_key,
-)
-from caches.layers.declaration import (
-    GuildScope,
-    Layer,
-    LayerSettings,
-    Operation,
-    PopulationSpec,
-    unbuilt,
-)
-from caches.registry import EmergencyPolicy
+from caches.layers._channel_override import OverrideLayer, OverrideWords
+from caches.layers.declaration import PopulationSpec
 from tomori.repositories import channels as channels_repo
 from tomori.repositories import population
 
@@ -38,73 +24,37 @@ def _load_own(server_id: int, channel_disc_id: int) -> int | None:
     return overrides.get(channel_disc_id)
 
 
-# Set by _build when the registry is built.
-_overrides: ChannelOverrideCache[int] = unbuilt(NAME)
-_cache: Any = unbuilt(NAME)
-
-
-def _build(config: LayerSettings) -> Any:
-    """Build the override map from the layer's settings."""
-    global _overrides, _cache
-    _overrides = ChannelOverrideCache(
-        NAME, config, cap_setting=CAP_SETTING, load=_load_own
-    )
-    _cache = _overrides.cache
-    return _cache
+_layer: OverrideLayer[int] = OverrideLayer(
+    NAME,
+    cap_setting=CAP_SETTING,
+    load=_load_own,
+    words=OverrideWords(
+        description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
+        key=lambda k: f"LLM override of channel {k[1]} in server #{k[0]}",
+        server=lambda s: f"channel LLM overrides of server #{s}",
+        channel=lambda s, c: (
+            f"LLM override of channel {c} and its threads in server #{s}"
+        ),
+        channel_note="Drop one channel's entry (its threads inherit at read time).",
+        population=PopulationSpec(
+            "channel LLM overrides", population.channel_llm_overrides
+        ),
+    ),
+)
 
 
 async def get_cached_channel_llm(
     server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None
 ) -> int | None:
     """Return the llm_id the channel (or a thread's parent) overrides with, or None."""
-    return await _overrides.get(
+    return await _layer.overrides.get(
         server_id, channel_disc_id, parent_disc_id=parent_disc_id
     )
 
 
-def invalidate_channel_llm_cache(
-    server_id: int, channel_disc_id: int | None = None
-) -> int:
-    """Drop one channel's entry, or every entry of the server; return removals."""
-    return _overrides.invalidate(server_id, channel_disc_id)
+#: Drop one channel's entry, or every entry of the server; return removals.
+invalidate_channel_llm_cache = _layer.invalidate
+#: Drop every entry of the server; return removals.
+invalidate_channel_llm_server = _layer.invalidate_server
 
-
-def invalidate_channel_llm_server(server_id: int) -> int:
-    """Drop every entry of the server; return removals."""
-    return _overrides.invalidate(server_id)
-
-
-def _channel_phrase(s: int, c: int | None = None) -> str:
-    return (
-        f"channel LLM overrides of server #{s}"
-        if c is None
-        else f"LLM override of channel {c} and its threads in server #{s}"
-    )
-
-
-LAYER = Layer(
-    name=NAME,
-    guild=GuildScope("server", "server_id", scope="server"),
-    description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
-    policy=EmergencyPolicy.CLEAR,
-    key=override_key(lambda k: f"LLM override of channel {k[1]} in server #{k[0]}"),
-    build=_build,
-    settings=(CAP_SETTING, TTL_SETTING),
-    ops=(
-        Operation(
-            "server",
-            invalidate_channel_llm_server,
-            description="Drop every override entry of one server.",
-            phrase=lambda s: f"channel LLM overrides of server #{s}",
-        ),
-        Operation(
-            "channel",
-            invalidate_channel_llm_cache,
-            description="Drop one channel's entry (its threads inherit at read time).",
-            phrase=_channel_phrase,
-        ),
-    ),
-    mistaken_for=PopulationSpec(
-        "channel LLM overrides", population.channel_llm_overrides
-    ),
-)
+LAYER = _layer.layer

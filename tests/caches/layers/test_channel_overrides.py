@@ -37,7 +37,7 @@ def test_channel_override_is_cached(run, server, make_llm, django_assert_num_que
 
 def test_no_override_is_a_negative_entry(run, server, django_assert_num_queries):
     assert run(get_cached_channel_llm, server.id, OTHER) is None
-    assert channel_llm._cache.get((server.id, OTHER)) is None
+    assert channel_llm._layer.cache.get((server.id, OTHER)) is None
     with django_assert_num_queries(0):
         assert run(get_cached_channel_llm, server.id, OTHER) is None
 
@@ -90,7 +90,7 @@ def test_channel_llm_server_op(run, server, make_server):
 def test_channel_llm_database_error_answers_none(run, server, db_down):
     db_down(channels_repo, "get_channel_llm_overrides")
     assert run(get_cached_channel_llm, server.id, CHANNEL) is None
-    assert len(channel_llm._cache) == 0
+    assert len(channel_llm._layer.cache) == 0
 
 
 # ------------------------------------------------------------- channel prompt
@@ -129,13 +129,13 @@ def test_prompt_key_and_server_ops(run, server, make_server):
     run(get_cached_channel_prompt, other.id, CHANNEL)
     assert registry.apply("channel_prompt", "key", (server.id, CHANNEL)) == 1
     assert registry.apply("channel_prompt", "server", server.id) == 1
-    assert len(channel_prompt._cache) == 1
+    assert len(channel_prompt._layer.cache) == 1
 
 
 def test_prompt_database_error_answers_none_and_caches_nothing(run, server, db_down):
     db_down(channels_repo, "get_channel_prompt_override")
     assert run(get_cached_channel_prompt, server.id, CHANNEL) is None
-    assert len(channel_prompt._cache) == 0
+    assert len(channel_prompt._layer.cache) == 0
 
 
 def test_prompt_mode_is_validated(server):
