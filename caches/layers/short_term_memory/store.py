@@ -156,30 +156,38 @@ class ShortTermMemoryStore:
         self.writer.submit_entry(entry, turns=turns)
 
     def _resident(
+        self, targets: list[tuple[str, str]]
+    ) -> list[ShortTermMemoryEntry | None] | None:
+        """Return the targets' values if every key is resident (counted hits), else None.
+
+        A value is the entry, or None for a resident "nothing stored" marker.
+        """
+        peek = self.cache.peek
+        values = []
+        for _, key in targets:
+            value = peek(key)
+            if value is MISSING:
+                return None
+            values.append(value)
+        self.cache.hits += len(values)
+        return values
+
+    def _fresh_for_none(
         self,
         targets: list[tuple[str, str]],
+        values: list[ShortTermMemoryEntry | None],
         channel: int,
         user: int | None,
         server: int | None,
         persona: int | None,
     ) -> list[ShortTermMemoryEntry]:
-        """Return the targets' bases if every key is resident (counted hits), else [].
-
-        A resident "nothing stored" marker stands for a fresh entry: no
-        hydration is needed for it either.
-        """
-        cache = self.cache
-        peek = cache.peek
+        """Return `values` with each None (nothing stored) as a fresh entry."""
         bases = []
-        for scope, key in targets:
-            value = peek(key)
-            if value is MISSING:
-                return []
+        for (scope, key), value in zip(targets, values, strict=True):
             if value is None:
                 now = self.hydrator.wall_clock()
                 value = _fresh_entry(scope, key, now, channel, user, server, persona)
             bases.append(value)
-        cache.hits += len(bases)
         return bases
 
     def _current(self, key: str) -> ShortTermMemoryEntry | None:
@@ -207,11 +215,20 @@ class ShortTermMemoryStore:
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         # A warm turn's keys are resident: no coroutine for the bases then.
-        bases = self._resident(
-            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
-        ) or await self._bases(
-            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
-        )
+        values = self._resident(targets)
+        if values is None:
+            bases = await self._bases(
+                targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
+            )
+        else:
+            bases = self._fresh_for_none(
+                targets,
+                values,
+                channel_disc_id,
+                user_disc_id,
+                server_disc_id,
+                persona_id,
+            )
         return self._store_turn(
             bases,
             messages,
@@ -244,43 +261,27 @@ class ShortTermMemoryStore:
         counted once. Returns the entries as they were before the store.
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
-        peek = self.cache.peek
-        values: list[ShortTermMemoryEntry | None] = []
-        for _, key in targets:
-            value = peek(key)
-            if value is MISSING:
-                # A miss: each key through the hydrator (which counts it).
-                values = [await self.hydrator.ensure_key(key) for _, key in targets]
-                resident = False
-                break
-            values.append(value)
-        else:
-            self.cache.hits += len(values)
-            resident = True
-        user_before = values[0]
-        server_before = values[1] if server_disc_id is not None else None
-        memory = TurnMemory(user_before, server_before)
+        # A warm turn's keys are resident: read them inline, no coroutine.
+        before = self._resident(targets)
+        resident = before is not None
+        if before is None:  # a miss: each key through the hydrator (it counts)
+            before = [await self.hydrator.ensure_key(key) for _, key in targets]
+        guild = server_disc_id is not None
+        memory = TurnMemory(before[0], before[1] if guild else None)
         if messages_for is None:
             return memory
-        messages = messages_for(
-            server_before if server_disc_id is not None else user_before
+        messages = messages_for(memory.server if guild else memory.user)
+        # After a hydration's await a key may have been written meanwhile:
+        # store over what the cache holds now (nothing stored: a fresh entry).
+        current = before if resident else [self._current(key) for _, key in targets]
+        bases = self._fresh_for_none(
+            targets,
+            current,
+            channel_disc_id,
+            user_disc_id,
+            server_disc_id,
+            persona_id,
         )
-        # After an await a key may have been written meanwhile: read again.
-        current = values if resident else [self._current(key) for _, key in targets]
-        bases = [
-            value
-            if value is not None
-            else _fresh_entry(
-                scope,
-                key,
-                self.hydrator.wall_clock(),
-                channel_disc_id,
-                user_disc_id,
-                server_disc_id,
-                persona_id,
-            )
-            for (scope, key), value in zip(targets, current, strict=True)
-        ]
         self._store_turn(
             bases,
             messages,
