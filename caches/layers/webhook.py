@@ -44,6 +44,7 @@ from caches.layers.declaration import (
     unbuilt,
 )
 from caches.registry import EmergencyPolicy
+from caches.turn_notes import note_miss
 from tomori.crypto import (
     EncryptedSecret,
     SecretDecryptionError,
@@ -202,16 +203,21 @@ async def get_channel_webhook(
     None when a recent attempt failed for a lasting reason (see
     `get_webhook_failure`). Other creator errors propagate and nothing is cached.
     """
-    value = _cache.get(channel_disc_id)
-    if isinstance(value, WebhookHandle):
-        return value
-    if get_webhook_failure(channel_disc_id) is not None:
-        return None
-
-    async def load() -> WebhookHandle | DoNotCache[WebhookHandle | None]:
-        return await _load_channel_webhook(channel_disc_id, create_webhook, server_id)
-
-    return await _cache.get_or_load(channel_disc_id, load)  # type: ignore[return-value]
+    # One lookup, one count: a hit on the handle (or on a remembered
+    # failure), else the one miss get_or_load counts when it loads.
+    value = _cache.peek(channel_disc_id)
+    if not isinstance(value, WebhookHandle):
+        value = _cache.peek(_failure_key(channel_disc_id))
+        if not isinstance(value, WebhookFailure):
+            note_miss(_cache.name)  # get_or_load counts the miss itself
+            return await _cache.get_or_load(  # type: ignore[return-value]
+                channel_disc_id,
+                lambda: _load_channel_webhook(
+                    channel_disc_id, create_webhook, server_id
+                ),
+            )
+    _cache.hits += 1  # the handle, or the failure the cache remembers
+    return value if isinstance(value, WebhookHandle) else None
 
 
 async def _load_channel_webhook(

@@ -461,12 +461,8 @@ async def test_layer_serves_a_hit_without_loading(name, driver, monkeypatch) -> 
 
 
 #: Known defects this suite found, (check, layer) -> why; strict: fixing one fails.
-KNOWN_DEFECTS = {
-    ("one_miss", "webhook"): (
-        "get_channel_webhook counts a miss on its own get, another on the "
-        "failure-key get and a third in get_or_load"
-    ),
-}
+#: (check, layer) pairs a layer is known to fail (strict xfail); none now.
+KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 
 
 def _params(check: str, names: list[str]) -> list[Any]:

@@ -209,8 +209,12 @@ async def test_refused_channel_is_not_retried_until_the_failure_expires(
     failure = get_webhook_failure(CHANNEL)
     assert failure.reason is FailureReason.MISSING_PERMISSIONS
     del discord_webhooks.refuse[CHANNEL]
+    stats = registry.stats()["webhook"]
     assert await _resolve(discord_webhooks) is None
     assert discord_webhooks.created == []
+    # answered from the remembered failure: one hit, no miss
+    after = registry.stats()["webhook"]
+    assert (after["hits"], after["misses"]) == (stats["hits"] + 1, stats["misses"])
     clock.advance(knobs().WEBHOOK_FAILURE_CACHE_TTL_MINUTES * 60)
     assert await _resolve(discord_webhooks) is not None
     assert discord_webhooks.created == [CHANNEL]
