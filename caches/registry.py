@@ -12,7 +12,7 @@ layer's declaration), never at import.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -53,6 +53,10 @@ class ManagedCache(Protocol):
     def stats(self) -> dict[str, Any]: ...
 
     def set_clock(self, clock: Clock) -> None: ...
+
+    def maps(self) -> Mapping[str, Any]:
+        """Return the core maps (`ExpiringStore`s) behind it by label, "primary" first."""
+        ...
 
 
 C = TypeVar("C", bound=ManagedCache)

@@ -93,13 +93,8 @@ def deep_size(obj: Any, *, budget: int = MAX_OBJECTS) -> int:
 
 
 def _stores(cache: Any) -> list[ExpiringStore[Any, Any]]:
-    """Return the core maps behind a registered cache (itself, members or attributes)."""
-    if isinstance(cache, ExpiringStore):
-        return [cache]
-    maps = getattr(cache, "maps", None)
-    if callable(maps):
-        return [m for m in maps().values() if isinstance(m, ExpiringStore)]
-    return [v for v in vars(cache).values() if isinstance(v, ExpiringStore)]
+    """Return the core maps behind a registered cache (`ManagedCache.maps`)."""
+    return [m for m in cache.maps().values() if isinstance(m, ExpiringStore)]
 
 
 def estimate_cache_bytes(cache: Any, *, sample: int) -> int | None:

@@ -194,6 +194,10 @@ class CatalogRefresher(Generic[E]):
             self._attempt_at += shift
         self._clock = clock
 
+    def maps(self) -> dict[str, Any]:
+        """Return no core map: the catalog is a plain dict, replaced whole on refresh."""
+        return {}
+
     def stats(self) -> dict[str, Any]:
         """Return counters in the shape the cache core reports."""
         return {

@@ -173,6 +173,10 @@ class ExpiringStore(Generic[K, V]):
         self._expire_due()
         return list(self._scope_index(scope).get(value, ()))
 
+    def maps(self) -> dict[str, ExpiringStore[K, V]]:
+        """Return the core maps behind this cache by label: itself, as "primary"."""
+        return {"primary": self}
+
     @property
     def scope_names(self) -> tuple[str, ...]:
         """Return the names of this store's scope indexes."""

@@ -122,6 +122,10 @@ class MessageKeyedCache(Generic[V]):
         """Read ttl time from `clock`."""
         self.cache.set_clock(clock)
 
+    def maps(self) -> dict[str, BoundedTTLCache[int, V]]:
+        """Return the value map (the tombstones are a ring of ids, not a map)."""
+        return {"primary": self.cache}
+
     def stats(self) -> dict[str, Any]:
         """Return the value cache's stats plus the tombstone ring's size."""
         return {**self.cache.stats(), "tombstones": len(self.seen)}

@@ -236,7 +236,8 @@ def test_deep_size_counts_shared_objects_once_and_skips_classes() -> None:
 
 
 def test_a_cache_without_core_maps_has_no_estimate() -> None:
-    assert estimate_cache_bytes(SimpleNamespace(entries={1: 2}), sample=8) is None
+    plain = SimpleNamespace(entries={1: 2}, maps=dict)  # a ManagedCache of no core map
+    assert estimate_cache_bytes(plain, sample=8) is None
     empty: BoundedTTLCache[int, int] = BoundedTTLCache("e", maxsize=5)
     assert estimate_cache_bytes(empty, sample=8) == 0
 

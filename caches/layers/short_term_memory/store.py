@@ -520,6 +520,10 @@ class ShortTermMemoryStore:
         self.cache.set_clock(clock)
         self._loaded.set_clock(clock)
 
+    def maps(self) -> dict[str, BoundedTTLCache[Any, Any]]:
+        """Return the entry map (the hydrated-scopes map is bookkeeping, not entries)."""
+        return {"primary": self.cache}
+
     def stats(self) -> dict[str, Any]:
         """Return the cache's stats plus the durable queue and hydration counters."""
         return {

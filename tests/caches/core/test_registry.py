@@ -51,6 +51,9 @@ class CatalogAdapter:
     def set_clock(self, clock: Clock) -> None:
         self.clock = clock
 
+    def maps(self) -> dict[str, Any]:
+        return {}  # a plain dict, no core map behind it
+
 
 def parse_server_id(text: str) -> Hashable:
     """Parse a Discord snowflake, as a layer would."""

@@ -342,12 +342,7 @@ DRIVEN = [name for name in NAMES if name in CASES and CASES[name].driver]
 
 def member_maps(name: str) -> dict[str, BoundedTTLCache[Any, Any]]:
     """Return every map a registered layer keeps, by label ("primary" first)."""
-    cache: Any = registry.get(name)
-    if isinstance(cache, BoundedTTLCache):
-        return {"primary": cache}
-    if hasattr(cache, "maps"):
-        return cache.maps()  # type: ignore[no-any-return]
-    return {"primary": cache.cache}  # a store in front of one map
+    return dict(registry.get(name).maps())
 
 
 def resident(name: str) -> int:

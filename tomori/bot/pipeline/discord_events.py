@@ -210,7 +210,7 @@ async def drain_scope(
 
 
 def _stores_with_scope(cache: Any, scope: str) -> list[Any]:
-    stores = list(cache.maps().values()) if hasattr(cache, "maps") else [cache]
+    stores = list(cache.maps().values())
     found = [store for store in stores if scope in getattr(store, "scope_names", ())]
     if not found:
         raise KeyError(f"cache {cache.name!r} has no map with a scope {scope!r}")
