@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
 
 Clock = Callable[[], float]
+
+#: The current time as an aware UTC datetime: what Django's `timezone.now()`
+#: returns with USE_TZ (the project's setting), without its settings lookup
+#: (a lazy-object read) on every call. For stored timestamps and expiry
+#: checks on hot paths.
+utc_now: Callable[[], datetime] = partial(datetime.now, UTC)
 
 
 class FakeClock:

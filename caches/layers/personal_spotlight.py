@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from django.utils import timezone
-
 from caches.core import MISSING, BoundedTTLCache
+from caches.core.clock import utc_now
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -85,9 +84,7 @@ def spotlight_cache_key(
 
 
 async def _server_has_spotlights(server_id: int) -> bool:
-    gate = cached(_gate, server_id)  # the hit path builds no closure
-    if gate is not MISSING:
-        return gate  # type: ignore[no-any-return]
+    """Load the server's gate (a miss: `cached` has not counted it)."""
     return await _gate.get_or_load(  # type: ignore[no-any-return]
         server_id,
         lambda: run_db(spotlight_repo.server_has_personal_spotlights, server_id),
@@ -109,9 +106,13 @@ async def get_cached_personal_spotlight_status(
     server_id: int, user_id: int, channel_disc_id: int
 ) -> SpotlightRecord | None:
     """Return the user's active spotlight in the channel, or None."""
-    if not await _server_has_spotlights(server_id):
+    # The server's gate, read inline: a hit awaits no nested coroutine.
+    gate = cached(_gate, server_id)
+    if gate is MISSING:
+        gate = await _server_has_spotlights(server_id)
+    if not gate:
         return None
-    key = spotlight_cache_key(server_id, user_id, channel_disc_id)
+    key = (server_id, user_id, channel_disc_id)  # spotlight_cache_key, inlined
     record: SpotlightRecord | None = cached(_results, key)
     if record is MISSING:
         record = await _results.get_or_load(
@@ -120,7 +121,7 @@ async def get_cached_personal_spotlight_status(
     # An open-ended spotlight (the usual one) needs no clock read.
     if record is None or record.expires_at is None:
         return record
-    if record.is_expired(timezone.now()):
+    if record.is_expired(utc_now()):
         _results.invalidate(key)  # the next read lets the repository delete it
         return None
     return record

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
-from functools import partial
+from datetime import datetime, timedelta
 
 from caches.core import MISSING, BoundedTTLCache, Flight, SingleFlight
+from caches.core.clock import utc_now
 from caches.layers._support import run_db
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
@@ -28,10 +28,6 @@ from tomori.repositories import memory as repo
 from tomori.repositories.memory import DurableMemory
 
 Scope = tuple[str, int]
-#: The wall clock stored timestamps come from: aware UTC, what Django's
-#: `timezone.now()` returns with USE_TZ (the project's setting), without its
-#: settings lookup on every store.
-utc_now: Callable[[], datetime] = partial(datetime.now, UTC)
 # Hydrated entries keep their remaining lifetime, floored to 1/15 of the full
 # ttl: two ttl classes x 15 steps stay within the core's 32 exact ttl queues.
 _TTL_STEPS = 15

@@ -130,7 +130,7 @@ async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> 
 
 
 def test_stored_timestamps_are_what_django_now_returns() -> None:
-    from caches.layers.short_term_memory.hydration import utc_now
+    from caches.core.clock import utc_now
 
     ours, django_now = utc_now(), timezone.now()
     assert ours.tzinfo is not None and ours.utcoffset() == django_now.utcoffset()
