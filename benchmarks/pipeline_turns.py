@@ -19,6 +19,9 @@ rounds alternately on a quiet machine and beside a CPU-bound neighbour
 process. Short-term memory's durable write-behind is on in every round,
 writing to PostgreSQL (its statements are counted apart).
 
+Once the client is ready, a build whose worker freezes its start-up heap out
+of the cyclic GC's full collections (tomori.bot.gc_policy, this build) does
+so here too, as its worker does at gateway ready; the old main's does not.
 This module imports no project code at import time: a child imports the
 build its sys.path points at.
 """
@@ -225,6 +228,12 @@ async def start_harness(scenario_name: str, keep_last: int) -> Harness:
         )
         harness.task = asyncio.create_task(harness.client.start(TOKEN))
         await asyncio.wait_for(harness.client.ready_event.wait(), 120)
+    try:  # what a worker does once every guild has arrived
+        from tomori.bot.gc_policy import freeze_start_up
+    except ImportError:  # a build whose worker does not (the old main)
+        pass
+    else:
+        freeze_start_up()
     return harness
 
 

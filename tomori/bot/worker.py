@@ -499,6 +499,14 @@ class BotWorker:
         self._running.cleanups.append(self._close_client)
         if self.simulator is not None:
             self._spawn(self._drive_traffic(), "simulated-traffic")
+        self._spawn(self._freeze_start_up(), "gc-freeze")
+
+    async def _freeze_start_up(self) -> None:
+        """Once every guild has arrived, keep the start-up heap out of full GCs."""
+        from tomori.bot.gc_policy import freeze_start_up
+
+        await self.client.wait_until_ready()
+        freeze_start_up()
 
     async def _start_simulator(self) -> None:
         from tomori.bot.simulator import SimulatedDiscord

@@ -100,3 +100,15 @@ def test_sigterm_exits_cleanly_and_flushes_durable_memory(
     resolved = int(turns.split("turns resolved: ")[1].split()[0])
     assert resolved > 0
     assert ShortTermMemoryRecord.objects.exists(), bot.output[-3000:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_start_up_heap_is_frozen_out_of_full_collections_once_ready(
+    run_bot: type[BotProcess],
+) -> None:
+    bot = run_bot(*SIM, "--duration", "3")
+    bot.wait_for("bot ready")
+    line = bot.wait_for("start-up objects frozen out of full collections")
+    frozen = int(line.split("gc: ")[1].split()[0])
+    assert frozen > 10_000  # discord.py's guilds, members, channels...
+    assert bot.wait_exit() == 0
