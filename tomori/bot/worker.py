@@ -117,6 +117,9 @@ class WorkerOptions:
     fake_openrouter: bool = False
     worker_id: str = ""
     wait_for_lock: bool = False
+    #: A simulated Discord served by another process (`python -m
+    #: tomori.bot.simulator`): its http://host:port; empty: the built-in one.
+    simulator_url: str = ""
 
     def resolved_worker_id(self) -> str:
         """Return the id this worker reports under (host:pid[:shards])."""
@@ -502,8 +505,15 @@ class BotWorker:
 
     async def _start_simulator(self) -> None:
         from tomori.bot.simulator import SimulatedDiscord
-        from tomori.bot.simulator.connect import point_discord_at
+        from tomori.bot.simulator.connect import point_discord_at, simulator_urls
 
+        if self.options.simulator_url:
+            # Another process serves it (and sends the traffic): a production
+            # worker holds no simulated world.
+            base_url, gateway_url = simulator_urls(self.options.simulator_url)
+            point_discord_at((base_url, gateway_url))
+            logger.info("simulated Discord at %s (another process)", base_url)
+            return
         self.simulator = SimulatedDiscord(self.options.scenario)
         await self.simulator.start()
         point_discord_at(self.simulator)

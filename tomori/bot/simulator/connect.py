@@ -30,6 +30,16 @@ def _urls(target: Target) -> tuple[str, str]:
     return target.base_url, target.gateway_url
 
 
+def simulator_urls(url: str) -> tuple[str, str]:
+    """Return (REST base, gateway URL) of a SimulatedDiscord served at http://host:port."""
+    parsed = yarl.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"{url!r}: expected http://host:port of a simulated Discord")
+    root = parsed.with_path("/").with_query(None).with_fragment(None)
+    ws = root.with_scheme("wss" if parsed.scheme == "https" else "ws")
+    return str(root / "api" / "v10"), str(ws / "gateway")
+
+
 def point_discord_at(target: Target) -> None:
     """Send discord.py's REST and gateway traffic to target, process-wide.
 
