@@ -513,8 +513,7 @@ class BotWorker:
             self._spawn(self._drive_traffic(), "simulated-traffic")
 
     async def _start_simulator(self) -> None:
-        from tomori.bot.simulator import SimulatedDiscord
-        from tomori.bot.simulator.connect import point_discord_at, simulator_urls
+        from tomori.bot.discord_target import point_discord_at, simulator_urls
 
         if self.options.simulator_url:
             # Another process serves it (and sends the traffic): a production
@@ -523,6 +522,8 @@ class BotWorker:
             point_discord_at((base_url, gateway_url))
             logger.info("simulated Discord at %s (another process)", base_url)
             return
+        from tomori.bot.simulator import SimulatedDiscord
+
         self.simulator = SimulatedDiscord(self.options.scenario)
         await self.simulator.start()
         point_discord_at(self.simulator)

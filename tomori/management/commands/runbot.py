@@ -131,7 +131,7 @@ class Command(BaseCommand):
                     "--simulator-url the simulator process sends the traffic "
                     "(its --traffic)"
                 )
-            from tomori.bot.simulator.connect import simulator_urls
+            from tomori.bot.discord_target import simulator_urls
 
             try:
                 simulator_urls(simulator_url)

@@ -162,3 +162,18 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_pointing_discord_at_another_process_imports_no_simulator() -> None:
+    probe = (
+        "import sys, tomori.bot.discord_target as t; "
+        "print(t.simulator_urls('http://127.0.0.1:5000')); "
+        "print('tomori.bot.simulator' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    urls, imported = out.stdout.splitlines()
+    assert urls == "('http://127.0.0.1:5000/api/v10', 'ws://127.0.0.1:5000/gateway')"
+    assert imported == "False"
