@@ -326,6 +326,10 @@ def run_worker(options: argparse.Namespace) -> Run:
         if options.tracemalloc:
             argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
             env["TRACE_EVERY_SECONDS"] = str(options.tracemalloc)
+        if options.mallocstats:
+            argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
+            env["TRACE_EVERY_SECONDS"] = str(options.mallocstats)
+            env["TRACE_MALLOCSTATS"] = "1"
         if options.census:
             argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
             env["TRACE_EVERY_SECONDS"] = str(options.census)
@@ -596,6 +600,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="diagnosis: log the worker's live objects by type every SECONDS "
         "(benchmarks/traced_runbot.py, no tracemalloc)",
+    )
+    parser.add_argument(
+        "--mallocstats",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="diagnosis: log pymalloc's arenas, pools and blocks every SECONDS "
+        "(sys._debugmallocstats, benchmarks/traced_runbot.py)",
     )
     parser.add_argument("--log", default="/tmp/runbot_rss.log", help="worker output")
     parser.add_argument(

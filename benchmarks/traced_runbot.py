@@ -146,6 +146,14 @@ def _census_every(baseline: float, every: float, top: int) -> None:
         time.sleep(every)
 
 
+def _mallocstats_every(baseline: float, every: float) -> None:
+    time.sleep(baseline)
+    while True:
+        print(f"MALLOCSTATS RSS {_rss_mb():.1f} MB", flush=True)
+        sys._debugmallocstats()
+        time.sleep(every)
+
+
 def _trim_every(every: float) -> None:
     """Call glibc's malloc_trim(0) every `every` seconds, printing what it gave back."""
     import ctypes
@@ -163,7 +171,12 @@ def main() -> None:
     every = float(os.environ.get("TRACE_EVERY_SECONDS", "60"))
     top = int(os.environ.get("TRACE_TOP", "25"))
     baseline = float(os.environ.get("TRACE_BASELINE_SECONDS", "120"))
-    if os.environ.get("TRACE_CENSUS"):
+    if os.environ.get("TRACE_MALLOCSTATS"):
+        # Neither: pymalloc's own figures (arenas, pools, blocks in use), to stderr.
+        watch = threading.Thread(
+            target=_mallocstats_every, args=(baseline, every), daemon=True
+        )
+    elif os.environ.get("TRACE_CENSUS"):
         # No tracemalloc: a census of the live objects by type, every interval.
         watch = threading.Thread(
             target=_census_every, args=(baseline, every, top), daemon=True
