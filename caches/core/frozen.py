@@ -12,7 +12,7 @@ hashing like, one built directly. Nothing else ever sees a twin instance.
     point.__class__ = Point        # frozen from here on
 
 Used where one value is built per message: the pipeline's ResolvedTurn and
-short-term memory's entries and messages.
+short-term memory's entries.
 """
 
 from __future__ import annotations

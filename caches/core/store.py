@@ -71,6 +71,35 @@ _COMPACT_CHUNK = 256
 #: A scope function: the scope values a key belongs to (empty: none).
 ScopeFn = Callable[[Any], tuple[Hashable, ...]]
 
+#: A scope index: each scope value's keys, a lone key held as itself.
+#: Most scope values (a user, a channel) have one key, and an empty set
+#: takes 216 bytes; a key is never a `set` (unhashable), so the two cannot
+#: be confused.
+ScopeIndex = dict[Hashable, Any]
+_NO_KEYS: Any = object()
+
+
+def _members(found: Any) -> builtins.set[Any]:
+    """Return an index value as a set of keys (a copy; empty for _NO_KEYS)."""
+    if found is _NO_KEYS:
+        return builtins.set()
+    return builtins.set(found) if found.__class__ is builtins.set else {found}
+
+
+def _index_drop(index: ScopeIndex, value: Hashable, key: Any) -> None:
+    """Remove `key` from `value`'s keys, dropping the value once it has none."""
+    found = index.get(value, _NO_KEYS)
+    if found.__class__ is builtins.set:
+        found.discard(key)
+        if len(found) <= 1:
+            # Back to a lone key (a set never shrinks its table).
+            if found:
+                index[value] = next(iter(found))
+            else:
+                del index[value]
+    elif found is not _NO_KEYS and found == key:
+        del index[value]
+
 
 class ExpiringStore(Generic[K, V]):
     """Values in a dict, deadlines and store order in per-ttl slot queues."""
@@ -103,7 +132,7 @@ class ExpiringStore(Generic[K, V]):
         self.evictions = 0
         self.expirations = 0
         self._scope_fns: dict[str, ScopeFn] = dict(scopes or {})
-        self._scopes: tuple[tuple[ScopeFn, dict[Hashable, set[K]]], ...] = ()
+        self._scopes: tuple[tuple[ScopeFn, ScopeIndex], ...] = ()
         # Set once any key has had two values in one scope (see _remove_scope).
         self._multi_valued = False
         self._reset_structure()
@@ -171,7 +200,10 @@ class ExpiringStore(Generic[K, V]):
     def keys_in_scope(self, scope: str, value: Hashable) -> list[K]:
         """Return the live keys whose scope `scope` includes `value` (no scan)."""
         self._expire_due()
-        return list(self._scope_index(scope).get(value, ()))
+        found = self._scope_index(scope).get(value, _NO_KEYS)
+        if found is _NO_KEYS:
+            return []
+        return list(found) if found.__class__ is builtins.set else [found]
 
     def maps(self) -> dict[str, ExpiringStore[K, V]]:
         """Return the core maps behind this cache by label: itself, as "primary"."""
@@ -182,7 +214,11 @@ class ExpiringStore(Generic[K, V]):
         """Return the names of this store's scope indexes."""
         return tuple(self._scope_fns)
 
-    def _scope_index(self, scope: str) -> dict[Hashable, set[K]]:
+    def scope_members(self, scope: str) -> dict[Hashable, builtins.set[K]]:
+        """Return a copy of one scope index as {value: its keys} (for checks)."""
+        return {v: _members(found) for v, found in self._scope_index(scope).items()}
+
+    def _scope_index(self, scope: str) -> ScopeIndex:
         names = list(self._scope_fns)
         if scope not in self._scope_fns:
             raise KeyError(
@@ -197,20 +233,18 @@ class ExpiringStore(Generic[K, V]):
                 # A scoped removal must then unindex the key's other values.
                 self._multi_valued = True
             for value in values:
-                members = index.get(value)
-                if members is None:
-                    index[value] = {key}
-                else:
-                    members.add(key)
+                found = index.get(value, _NO_KEYS)
+                if found is _NO_KEYS:
+                    index[value] = key
+                elif found.__class__ is builtins.set:
+                    found.add(key)
+                elif found != key:
+                    index[value] = {found, key}
 
     def _index_remove(self, key: K) -> None:
         for fn, index in self._scopes:
             for value in fn(key):
-                members = index.get(value)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del index[value]
+                _index_drop(index, value, key)
 
     # ----------------------------------------------------------- writes
 
@@ -325,9 +359,10 @@ class ExpiringStore(Generic[K, V]):
         one stale count (batched in C); the slots are left for lazy deletion.
         """
         index = self._scope_index(scope)
-        keys = index.pop(value, None)
-        if not keys:
+        found = index.pop(value, _NO_KEYS)
+        if found is _NO_KEYS:
             return builtins.set()
+        keys: builtins.set[K] = found if found.__class__ is builtins.set else {found}
         data = self._data
         for key in keys:
             del data[key]
@@ -358,7 +393,7 @@ class ExpiringStore(Generic[K, V]):
     def _unindex_others(
         self,
         keys: builtins.set[K],
-        index: dict[Hashable, builtins.set[K]],
+        index: ScopeIndex,
         value: Hashable,
     ) -> None:
         # Every index entry of `keys` but (index, value), which the caller popped.
@@ -366,16 +401,11 @@ class ExpiringStore(Generic[K, V]):
             same = other is index
             if same and not self._multi_valued:
                 continue
-            get = other.get
             for key in keys:
                 for v in fn(key):
                     if same and v == value:
                         continue
-                    members = get(v)
-                    if members is not None:
-                        members.discard(key)
-                        if not members:
-                            del other[v]
+                    _index_drop(other, v, key)
 
     def _clear_entries(self) -> int:
         removed = len(self._data)

@@ -9,7 +9,7 @@ Start-up order (settings were validated by the command's system checks):
 3. warm the LLM cache, the catalogs (stored snapshots first, network later)
    and the preset avatars;
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
-   catalog stale check, live snapshot;
+   catalog stale check, live snapshot, heap trim (caches/memory/heap_trim.py);
 5. log in (to Discord, or to the built-in simulated Discord).
 Before all that it takes the shard lock and keeps renewing it (tomori/bot/lock/);
 a lock that may no longer be ours stops the worker with exit code 1.
@@ -56,6 +56,7 @@ from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
 from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
+from caches.memory.heap_trim import HEAP_TRIM_SECONDS, trim_heap
 from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
 from caches.memory.vips import apply_libvips_settings
 from caches.messages import WorkerSnapshot
@@ -117,6 +118,9 @@ class WorkerOptions:
     fake_openrouter: bool = False
     worker_id: str = ""
     wait_for_lock: bool = False
+    #: A simulated Discord served by another process (`python -m
+    #: tomori.bot.simulator`): its http://host:port; empty: the built-in one.
+    simulator_url: str = ""
 
     def resolved_worker_id(self) -> str:
         """Return the id this worker reports under (host:pid[:shards])."""
@@ -347,6 +351,10 @@ class BotWorker:
         )
         self._spawn(self.consistency.run(self.stop_event), "consistency-watcher")
         self._spawn(
+            self._every(HEAP_TRIM_SECONDS, self._trim_heap, first_after=True),
+            "heap-trim",
+        )
+        self._spawn(
             self._every(knobs().WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
         )
@@ -379,6 +387,10 @@ class BotWorker:
         delta = (hits - self._last_hits[0], misses - self._last_hits[1])
         self._last_hits = (hits, misses)
         return delta
+
+    async def _trim_heap(self) -> None:
+        # In a thread: the loop runs on while malloc_trim walks the heap.
+        await asyncio.to_thread(trim_heap)
 
     async def _check_catalogs(self) -> None:
         if self.catalogs is None:
@@ -509,8 +521,16 @@ class BotWorker:
         freeze_start_up()
 
     async def _start_simulator(self) -> None:
+        from tomori.bot.discord_target import point_discord_at, simulator_urls
+
+        if self.options.simulator_url:
+            # Another process serves it (and sends the traffic): a production
+            # worker holds no simulated world.
+            base_url, gateway_url = simulator_urls(self.options.simulator_url)
+            point_discord_at((base_url, gateway_url))
+            logger.info("simulated Discord at %s (another process)", base_url)
+            return
         from tomori.bot.simulator import SimulatedDiscord
-        from tomori.bot.simulator.connect import point_discord_at
 
         self.simulator = SimulatedDiscord(self.options.scenario)
         await self.simulator.start()

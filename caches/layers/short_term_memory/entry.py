@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import FrozenInstanceError, dataclass, field, replace
+from datetime import UTC, datetime
+from sys import intern
 from typing import Any
 
 from caches.core.frozen import unfrozen_twin
@@ -21,14 +22,85 @@ def next_revision() -> int:
     return next(_revisions)
 
 
-@dataclass(frozen=True, slots=True)
 class StmMessage:
-    """One message of the conversation snippet."""
+    """One message of the conversation snippet (immutable, compact).
 
-    role: str  # "user" or "assistant"
+    Reads as the frozen dataclass it was: `role` ("user" or "assistant"),
+    `content`, `timestamp` (an aware datetime) and `speaker` (the display
+    name, so shared entries tell users apart), compared and hashed by those
+    four. Short-term memory holds up to ten of these per entry across its
+    whole cap, so each is kept small: a UTC timestamp is stored as its POSIX
+    seconds (a float, 24 bytes, rebuilt on read; a 48-byte datetime per
+    message otherwise) and the role and speaker strings are interned, one
+    object per distinct name however many messages carry it.
+    """
+
+    __slots__ = ("role", "content", "_stamp", "speaker")
+
+    role: str
     content: str
-    timestamp: datetime
-    speaker: str | None = None  # display name, so shared entries tell users apart
+    _stamp: float | datetime
+    speaker: str | None
+
+    def __init__(
+        self,
+        role: str,
+        content: str,
+        timestamp: datetime,
+        speaker: str | None = None,
+    ) -> None:
+        # The slots' own setters: object.__setattr__ (which __setattr__ below
+        # forbids anyway) would double the cost of this hot constructor.
+        _set_role(self, intern(role))
+        _set_content(self, content)
+        _set_stamp(
+            self, timestamp.timestamp() if timestamp.tzinfo is UTC else timestamp
+        )
+        _set_speaker(self, None if speaker is None else intern(speaker))
+
+    @property
+    def timestamp(self) -> datetime:
+        """Return when the message was sent (an aware datetime, as given)."""
+        stamp = self._stamp
+        if stamp.__class__ is float:
+            return datetime.fromtimestamp(stamp, UTC)  # type: ignore[arg-type]
+        return stamp  # type: ignore[return-value]
+
+    def _fields(self) -> tuple[str, str, datetime, str | None]:
+        return (self.role, self.content, self.timestamp, self.speaker)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not StmMessage:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"StmMessage(role={self.role!r}, content={self.content!r}, "
+            f"timestamp={self.timestamp!r}, speaker={self.speaker!r})"
+        )
+
+    def __reduce__(self) -> tuple[type[StmMessage], tuple[Any, ...]]:
+        return (StmMessage, self._fields())
+
+
+# A float's 53 bits hold POSIX seconds to about 0.24 us until 2106, so a UTC
+# datetime (microseconds) is rebuilt exactly; any other tzinfo is kept as given.
+_slot: Any = StmMessage.__dict__
+_set_role = _slot["role"].__set__
+_set_content = _slot["content"].__set__
+_set_stamp = _slot["_stamp"].__set__
+_set_speaker = _slot["speaker"].__set__
+del _slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,19 +237,10 @@ def fresh_entry(
     return draft  # type: ignore[no-any-return]
 
 
-# Entries and messages are built through mutable twins: one of each (or two)
-# per stored turn (see caches.core.frozen).
+# Entries are built through a mutable twin: two per stored turn (see
+# caches.core.frozen). StmMessage is a compact slotted value with its own
+# fast constructor.
 _Draft = unfrozen_twin(ShortTermMemoryEntry)
-_MessageDraft = unfrozen_twin(StmMessage)
-
-
-def make_message(
-    role: str, content: str, timestamp: datetime, speaker: str | None = None
-) -> StmMessage:
-    """Return `StmMessage(role, content, timestamp, speaker)`, built as fast as it gets."""
-    message: Any = _MessageDraft(role, content, timestamp, speaker)
-    message.__class__ = StmMessage
-    return message  # type: ignore[no-any-return]
 
 
 def entry_from_durable(record: DurableMemory) -> ShortTermMemoryEntry:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 
 import pytest
 
 from caches.core.frozen import unfrozen_twin
-from caches.layers.short_term_memory.entry import StmMessage, make_message
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -26,17 +24,6 @@ def test_a_twin_built_value_is_the_frozen_value() -> None:
     assert hash(built) == hash(Point(1, 0, ("a",)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.x = 2  # type: ignore[misc]
-
-
-def test_short_term_memory_messages_are_built_through_the_twin() -> None:
-    at = datetime(2026, 1, 2, tzinfo=UTC)
-    fast = make_message("user", "hi", at, "Ann")
-    assert type(fast) is StmMessage
-    assert fast == StmMessage("user", "hi", at, "Ann") and hash(fast) == hash(
-        StmMessage("user", "hi", at, "Ann")
-    )
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.content = "changed"  # type: ignore[misc]
 
 
 def test_a_class_with_post_init_gets_no_twin() -> None:

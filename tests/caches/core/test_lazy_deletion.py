@@ -53,12 +53,12 @@ def check_bookkeeping(cache: BoundedTTLCache[Any, Any]) -> None:
     assert cache._stale_slots == total_stale
     assert all(live_slots[key] == 1 for key in data), "every entry has one live slot"
     assert all(key in data and queue is not q0 for key, queue in home.items())
-    for (fn, index), _name in zip(cache._scopes, cache.scope_names, strict=True):
+    for (fn, _index), name in zip(cache._scopes, cache.scope_names, strict=True):
         expected: dict[Any, set[Any]] = {}
         for key in data:
             for value in fn(key):
                 expected.setdefault(value, set()).add(key)
-        assert index == expected
+        assert cache.scope_members(name) == expected
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -118,3 +118,23 @@ def test_the_index_always_agrees_with_a_scan(ops):
         for value in range(1, 41):
             scanned = {k for k in live if value in by_channel_or_parent(k)}
             assert set(c.keys_in_scope("channel", value)) == scanned
+
+
+def test_a_scope_value_with_one_key_holds_it_without_a_set(fake_clock):
+    c = cache(fake_clock)
+    c.set((1, 10), "a")
+    index = c._scopes[0][1]
+    assert index[1] == (1, 10) and not isinstance(index[1], set)
+    c.set((1, 10), "again")  # a re-set keeps the lone key
+    assert index[1] == (1, 10)
+    c.set((1, 11), "b")
+    assert index[1] == {(1, 10), (1, 11)}
+    c.invalidate((1, 10))  # back to one key: back to the key itself
+    assert index[1] == (1, 11)
+    assert c.keys_in_scope("server", 1) == [(1, 11)]
+    assert c.scope_members("server") == {1: {(1, 11)}}
+    assert c.invalidate_scope("server", 1) == 1
+    assert 1 not in index and c.keys_in_scope("server", 1) == []
+    c.set((2, 20), "c")
+    assert c.invalidate_scope("channel", 20) == 1  # a lone key, its other scopes too
+    assert c._scopes[0][1] == {} and c._scopes[1][1] == {}

@@ -11,7 +11,6 @@ from caches.layers.short_term_memory import (
     StmMessage,
     remember_turn,
 )
-from caches.layers.short_term_memory.entry import make_message
 from tomori.repositories.servers import PersonaRecord
 
 #: Characters of a message kept in short-term memory (bounds its memory).
@@ -109,7 +108,7 @@ def turn_messages(
 def stm_message(message: Any, self_id: int | None) -> StmMessage:
     """Return a discord.py message as short-term memory keeps it."""
     author = message.author
-    return make_message(
+    return StmMessage(
         "assistant" if author.id == self_id else "user",
         message.content[:STM_CONTENT_LIMIT],
         message.created_at,

@@ -74,6 +74,14 @@ class Command(BaseCommand):
             help="simulated messages per second (default: the scenario's)",
         )
         parser.add_argument(
+            "--simulator-url",
+            default="",
+            metavar="URL",
+            help="with --simulate: connect to a simulated Discord served by another "
+            "process (python -m tomori.bot.simulator) at http://host:port, which "
+            "sends the traffic, instead of the built-in one",
+        )
+        parser.add_argument(
             "--fake-openrouter",
             action="store_true",
             help="serve sample OpenRouter catalogs from a loopback fake",
@@ -113,6 +121,22 @@ class Command(BaseCommand):
         simulate = opts["simulate"] if opts["simulate"] is not None else not token
         if not simulate and not token:
             raise CommandError("--no-simulate needs DISCORD_TOKEN")
+        simulator_url = opts["simulator_url"]
+        if simulator_url:
+            if not simulate:
+                raise CommandError("--simulator-url goes with --simulate")
+            if opts["traffic_rate"] is not None:
+                raise CommandError(
+                    "--traffic-rate drives the built-in simulated Discord; with "
+                    "--simulator-url the simulator process sends the traffic "
+                    "(its --traffic)"
+                )
+            from tomori.bot.discord_target import simulator_urls
+
+            try:
+                simulator_urls(simulator_url)
+            except ValueError as exc:
+                raise CommandError(f"--simulator-url {exc}") from None
         shard_ids = _shard_ids(opts["shard_ids"]) if opts["shard_ids"] else None
         shard_count = opts["shard_count"]
         if (shard_ids is None) != (shard_count is None):
@@ -133,6 +157,7 @@ class Command(BaseCommand):
             traffic_rate=opts["traffic_rate"],
             fake_openrouter=opts["fake_openrouter"],
             wait_for_lock=opts["wait_for_lock"],
+            simulator_url=simulator_url,
         )
 
     def _start_admin(self, options: WorkerOptions) -> Any:

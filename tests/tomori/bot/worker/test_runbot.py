@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
+import subprocess
+import sys
 import uuid
 
 import pytest
 
-from tests.tomori.bot.worker.conftest import BotProcess
+from tests.tomori.bot.worker.conftest import ROOT, BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.lock import LockState, ShardLock, ShardLockError, lock_names
 from tomori.bot.simulator import Scenario, generate_world
@@ -112,3 +115,77 @@ def test_the_start_up_heap_is_frozen_out_of_full_collections_once_ready(
     frozen = int(line.split("gc: ")[1].split()[0])
     assert frozen > 10_000  # discord.py's guilds, members, channels...
     assert bot.wait_exit() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runbot_serves_a_simulated_discord_of_another_process(
+    run_bot: type[BotProcess],
+) -> None:
+    # The production shape of benchmarks/runbot_rss.py: the worker holds no world.
+    seed_world(generate_world(Scenario.named("small")))
+    Server.objects.update(channel_whitelist_enabled=False)  # every turn is answered
+    port = _free_port()
+    simulator = subprocess.Popen(
+        [sys.executable, "-m", "tomori.bot.simulator", "--scenario", "small"]
+        + ["--port", str(port), "--traffic", "200"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert simulator.stdout is not None
+        assert "REST base:" in simulator.stdout.readline() + simulator.stdout.readline()
+        url = f"http://127.0.0.1:{port}"
+        bot = run_bot(
+            "--simulate", "--fake-openrouter", "--simulator-url", url,
+            env={"CACHE_METRICS_INTERVAL_MS": "1000"},
+        )  # fmt: skip
+        line = bot.wait_for("simulated Discord at")
+        assert f"{url}/api/v10 (another process)" in line
+        bot.wait_for("bot ready: 5 guilds")
+        for _ in range(60):  # each cache_sizes line comes a second after the last
+            sample = json.loads(
+                bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
+            )
+            bot.lines.clear()
+            if sample["short_term_memory"] > 0:
+                break
+        assert sample["short_term_memory"] > 0, "no turn stored from its traffic"
+        bot.proc.send_signal(signal.SIGTERM)
+        assert bot.wait_exit(timeout=20) == 0
+    finally:
+        simulator.terminate()
+        simulator.wait(10)
+
+
+def test_simulator_url_is_checked_before_start(run_bot: type[BotProcess]) -> None:
+    bot = run_bot("--simulate", "--simulator-url", "ftp://nowhere")
+    assert bot.wait_exit() != 0
+    assert "--simulator-url 'ftp://nowhere': expected http://host:port" in bot.output
+    bot = run_bot(
+        "--simulate", "--simulator-url", "http://127.0.0.1:9", "--traffic-rate", "5"
+    )
+    assert bot.wait_exit() != 0
+    assert "the simulator process sends the traffic" in bot.output
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_pointing_discord_at_another_process_imports_no_simulator() -> None:
+    probe = (
+        "import sys, tomori.bot.discord_target as t; "
+        "print(t.simulator_urls('http://127.0.0.1:5000')); "
+        "print('tomori.bot.simulator' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    urls, imported = out.stdout.splitlines()
+    assert urls == "('http://127.0.0.1:5000/api/v10', 'ws://127.0.0.1:5000/gateway')"
+    assert imported == "False"
