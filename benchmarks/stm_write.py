@@ -163,6 +163,9 @@ def worker_main(checkout: str, cap: int) -> None:
         command, count = line.split()
         result = loop.run_until_complete(worker.run(int(count), command == "round"))
         print(json.dumps(result), flush=True)
+    # Ends the durable writer's parked task (else "Task was destroyed" at exit).
+    loop.run_until_complete(worker.store.writer.flush())
+    loop.close()
 
 
 # ------------------------------------------------------------------ driver

@@ -81,6 +81,18 @@ def test_a_second_worker_on_the_same_shard_is_refused_by_the_redis_lock(
     second.release()
 
 
+def wait_for_a_stored_turn(bot: BotProcess, *, lines: int) -> bool:
+    """Read cache_sizes lines (a second apart) until short-term memory holds a turn."""
+    for _ in range(lines):
+        sample = json.loads(
+            bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
+        )
+        bot.lines.clear()
+        if sample["short_term_memory"] > 0:
+            return True
+    return False
+
+
 @pytest.mark.django_db(transaction=True)
 def test_sigterm_exits_cleanly_and_flushes_durable_memory(
     run_bot: type[BotProcess],
@@ -89,13 +101,7 @@ def test_sigterm_exits_cleanly_and_flushes_durable_memory(
     Server.objects.update(channel_whitelist_enabled=False)  # every turn is answered
     bot = run_bot(*SIM, env={"CACHE_METRICS_INTERVAL_MS": "1000"})
     bot.wait_for("bot ready")
-    for _ in range(120):  # each cache_sizes line comes a second after the last
-        sample = json.loads(
-            bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
-        )
-        bot.lines.clear()
-        if sample["short_term_memory"] > 0:
-            break
+    wait_for_a_stored_turn(bot, lines=120)
     bot.proc.send_signal(signal.SIGTERM)
     assert bot.wait_exit(timeout=20) == 0
     assert "worker" in bot.wait_for("stopped")
@@ -144,14 +150,7 @@ def test_runbot_serves_a_simulated_discord_of_another_process(
         line = bot.wait_for("simulated Discord at")
         assert f"{url}/api/v10 (another process)" in line
         bot.wait_for("bot ready: 5 guilds")
-        for _ in range(60):  # each cache_sizes line comes a second after the last
-            sample = json.loads(
-                bot.wait_for('"metric":"cache_sizes"', timeout=30).split(": ", 1)[1]
-            )
-            bot.lines.clear()
-            if sample["short_term_memory"] > 0:
-                break
-        assert sample["short_term_memory"] > 0, "no turn stored from its traffic"
+        assert wait_for_a_stored_turn(bot, lines=60), "no turn stored from its traffic"
         bot.proc.send_signal(signal.SIGTERM)
         assert bot.wait_exit(timeout=20) == 0
     finally:
