@@ -145,15 +145,20 @@ class ShortTermMemoryStore:
             ttl = summary_ttl() if entry.has_summary else crude_ttl()
         self.cache.set(entry.key, entry, ttl)
 
-    def _write(
-        self, entry: ShortTermMemoryEntry, *, turns: int = 0, ttl: float | None = None
-    ) -> None:
-        """Cache `entry` (a live write wins over any hydration) and queue its row."""
-        self.hydrator.touch(entry.key)
-        self._put(entry, ttl)
-        # The entry itself is queued: its durable fields are taken when its
-        # batch is, so a key stored many times per batch converts once.
-        self.writer.submit_entry(entry, turns=turns)
+    def _write_all(self, entries: list[ShortTermMemoryEntry], *, turns: int) -> None:
+        """Cache `entries` (a live write wins over any hydration), then queue their rows.
+
+        The entries themselves are queued, all at once: their durable fields
+        are taken when their batch is, so a key stored many times per batch
+        converts once.
+        """
+        touch, put = self.hydrator.touch, self.cache.set
+        crude, summarized = crude_ttl(), summary_ttl()
+        for entry in entries:
+            key = entry.key
+            touch(key)
+            put(key, entry, summarized if entry.summary else crude)
+        self.writer.submit_entries(entries, turns=turns)
 
     def _resident(
         self, targets: list[tuple[str, str]]
@@ -215,20 +220,10 @@ class ShortTermMemoryStore:
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         # A warm turn's keys are resident: no coroutine for the bases then.
-        values = self._resident(targets)
-        if values is None:
-            bases = await self._bases(
-                targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
-            )
-        else:
-            bases = self._fresh_for_none(
-                targets,
-                values,
-                channel_disc_id,
-                user_disc_id,
-                server_disc_id,
-                persona_id,
-            )
+        values = self._resident(targets) or await self._hydrated(targets)
+        bases = self._fresh_for_none(
+            targets, values, channel_disc_id, user_disc_id, server_disc_id, persona_id
+        )
         return self._store_turn(
             bases,
             messages,
@@ -262,25 +257,15 @@ class ShortTermMemoryStore:
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         # A warm turn's keys are resident: read them inline, no coroutine.
-        before = self._resident(targets)
-        resident = before is not None
-        if before is None:  # a miss: each key through the hydrator (it counts)
-            before = [await self.hydrator.ensure_key(key) for _, key in targets]
+        values = self._resident(targets) or await self._hydrated(targets)
         guild = server_disc_id is not None
-        memory = TurnMemory(before[0], before[1] if guild else None)
+        memory = TurnMemory(values[0], values[1] if guild else None)
         if messages_for is None:
             return memory
+        # No await from here on: the read, the messages and the store are atomic.
         messages = messages_for(memory.server if guild else memory.user)
-        # After a hydration's await a key may have been written meanwhile:
-        # store over what the cache holds now (nothing stored: a fresh entry).
-        current = before if resident else [self._current(key) for _, key in targets]
         bases = self._fresh_for_none(
-            targets,
-            current,
-            channel_disc_id,
-            user_disc_id,
-            server_disc_id,
-            persona_id,
+            targets, values, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
         self._store_turn(
             bases,
@@ -306,9 +291,7 @@ class ShortTermMemoryStore:
     ) -> ShortTermMemoryEntry:
         """Write one stored turn over `bases` (no await: read-merge-write is atomic)."""
         kept = tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :]
-        crude, summarized = crude_ttl(), summary_ttl()
         now = self.hydrator.wall_clock()
-        touch, put = self.hydrator.touch, self.cache.set
         written = []
         for base in bases:
             entry = base.with_turn(
@@ -322,14 +305,8 @@ class ShortTermMemoryStore:
                 categories=base.categories if categories is None else categories,
                 last_updated=now,
             )
-            # What _write does, for both keys at once (the turn's hot path): a
-            # live write wins over any hydration, then the cache, then one
-            # queueing of both durable rows.
-            key = entry.key
-            touch(key)
-            put(key, entry, summarized if entry.summary else crude)
             written.append(entry)
-        self.writer.submit_entries(written, turns=1)
+        self._write_all(written, turns=1)
         return written[0]
 
     async def update_summary(
@@ -344,8 +321,9 @@ class ShortTermMemoryStore:
     ) -> list[ShortTermMemoryEntry]:
         """Set the summary (truncated) of the user and/or server key of a channel."""
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
-        bases = await self._bases(
-            targets, channel_disc_id, user_disc_id, server_disc_id, persona_id
+        values = self._resident(targets) or await self._hydrated(targets)
+        bases = self._fresh_for_none(
+            targets, values, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
         text = summary[: knobs().SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH] or None
         written = [
@@ -357,42 +335,20 @@ class ShortTermMemoryStore:
             )
             for base in bases
         ]
-        for entry in written:
-            self._write(entry)
+        self._write_all(written, turns=0)
         return written
 
-    async def _bases(
-        self,
-        targets: list[tuple[str, str]],
-        channel: int,
-        user: int | None,
-        server: int | None,
-        persona: int | None,
-    ) -> list[ShortTermMemoryEntry]:
-        """Return the current (hydrated) or a fresh entry for each target key."""
-        cache = self.cache
-        bases: list[ShortTermMemoryEntry | None] = []
-        awaited = False
+    async def _hydrated(
+        self, targets: list[tuple[str, str]]
+    ) -> list[ShortTermMemoryEntry | None]:
+        """Load the targets through the hydrator (which counts each), then read them.
+
+        Read after the last await: a key loaded before it may have been
+        written meanwhile. A value is the entry, or None: nothing stored.
+        """
         for _, key in targets:
-            # A resident key is a counted hit, as ensure_key's own get would
-            # count it; only a miss goes through the hydrator.
-            value = cache.peek(key)
-            if value is MISSING:
-                await self.hydrator.ensure_key(key)
-                awaited = True
-            else:
-                cache.hits += 1
-                bases.append(value if isinstance(value, ShortTermMemoryEntry) else None)
-        if not awaited and all(bases):
-            return bases  # type: ignore[return-value]
-        # Read (again) after the last await: a key read before it may have
-        # been written meanwhile.
-        now = self.wall_clock()
-        return [
-            self._current(key)
-            or _fresh_entry(scope, key, now, channel, user, server, persona)
-            for scope, key in targets
-        ]
+            await self.hydrator.ensure_key(key)
+        return [self._current(key) for _, key in targets]
 
     # ------------------------------------------------------------ reads
 
