@@ -47,26 +47,77 @@ def _server_scope(key: tuple[int, int]) -> tuple[int]:
     return (key[0],)
 
 
-class ChannelOverrideCache(Generic[V]):
-    """One layer of per-channel overrides (None: the channel has none)."""
+@dataclass(frozen=True, slots=True)
+class OverrideWords:
+    """What one override layer's declaration says (the rest is the same for both)."""
+
+    description: str
+    key: Callable[[tuple[int, int]], str]  # a key's save-message words
+    server: Callable[[int], str]  # the "server" operation's words
+    channel: Callable[[int, int], str]  # the "channel" operation's words
+    channel_note: str  # the "channel" operation's description
+    population: PopulationSpec
+
+
+class OverrideLayer(Generic[V]):
+    """One per-channel override layer (None: the channel has none): map, reads, drops, declaration."""
 
     def __init__(
         self,
         name: str,
-        config: LayerSettings,
         *,
         cap_setting: str,
         load: Callable[[int, int], V | None],
+        words: OverrideWords,
     ) -> None:
-        """Build the layer's map from `config`; `load(server_id, channel_disc_id)` reads."""
+        """`load(server_id, channel_disc_id)` reads one channel's own override."""
         self.name = name
-        self.cache: BoundedTTLCache[tuple[int, int], V | None] = config.cache(
-            name,
-            cap=cap_setting,
+        self.cap_setting = cap_setting
+        self._load_row = load
+        # Set by _build when the registry is built.
+        self.cache: BoundedTTLCache[tuple[int, int], V | None] = unbuilt(name)
+
+        def channel_phrase(server_id: int, channel_disc_id: int | None = None) -> str:
+            if channel_disc_id is None:
+                return words.server(server_id)
+            return words.channel(server_id, channel_disc_id)
+
+        self.layer = Layer(
+            name=name,
+            guild=GuildScope("server", "server_id", scope="server"),
+            description=words.description,
+            policy=EmergencyPolicy.CLEAR,
+            key=override_key(words.key),
+            build=self._build,
+            settings=(cap_setting, TTL_SETTING),
+            ops=(
+                Operation(
+                    "server",
+                    self.invalidate_server,
+                    description="Drop every override entry of one server.",
+                    phrase=words.server,
+                ),
+                Operation(
+                    "channel",
+                    self.invalidate,
+                    description=words.channel_note,
+                    phrase=channel_phrase,
+                ),
+            ),
+            mistaken_for=words.population,
+        )
+
+    def _build(
+        self, config: LayerSettings
+    ) -> BoundedTTLCache[tuple[int, int], V | None]:
+        """Build the override map from the layer's settings."""
+        self.cache = config.cache(
+            self.name,
+            cap=self.cap_setting,
             ttl=config.minutes(TTL_SETTING),
             scopes={"server": _server_scope},
         )
-        self._load_row = load
+        return self.cache
 
     async def get(
         self, server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None
@@ -104,87 +155,6 @@ class ChannelOverrideCache(Generic[V]):
             return self.cache.invalidate_scope("server", server_id)
         return self.cache.invalidate((server_id, channel_disc_id))
 
-
-@dataclass(frozen=True, slots=True)
-class OverrideWords:
-    """What one override layer's declaration says (the rest is the same for both)."""
-
-    description: str
-    key: Callable[[tuple[int, int]], str]  # a key's save-message words
-    server: Callable[[int], str]  # the "server" operation's words
-    channel: Callable[[int, int], str]  # the "channel" operation's words
-    channel_note: str  # the "channel" operation's description
-    population: PopulationSpec
-
-
-class OverrideLayer(Generic[V]):
-    """A whole per-channel override layer: its map (built with the registry), drops, declaration."""
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        cap_setting: str,
-        load: Callable[[int, int], V | None],
-        words: OverrideWords,
-    ) -> None:
-        self.name = name
-        self.cap_setting = cap_setting
-        self._load_row = load
-        self.overrides: ChannelOverrideCache[V] = unbuilt(name)  # set by _build
-
-        def channel_phrase(server_id: int, channel_disc_id: int | None = None) -> str:
-            if channel_disc_id is None:
-                return words.server(server_id)
-            return words.channel(server_id, channel_disc_id)
-
-        self.layer = Layer(
-            name=name,
-            guild=GuildScope("server", "server_id", scope="server"),
-            description=words.description,
-            policy=EmergencyPolicy.CLEAR,
-            key=override_key(words.key),
-            build=self._build,
-            settings=(cap_setting, TTL_SETTING),
-            ops=(
-                Operation(
-                    "server",
-                    self.invalidate_server,
-                    description="Drop every override entry of one server.",
-                    phrase=words.server,
-                ),
-                Operation(
-                    "channel",
-                    self.invalidate,
-                    description=words.channel_note,
-                    phrase=channel_phrase,
-                ),
-            ),
-            mistaken_for=words.population,
-        )
-
-    @property
-    def cache(self) -> BoundedTTLCache[tuple[int, int], V | None]:
-        """Return the layer's map (once the registry is built)."""
-        return self.overrides.cache
-
-    def _build(
-        self, config: LayerSettings
-    ) -> BoundedTTLCache[tuple[int, int], V | None]:
-        """Build the override map from the layer's settings."""
-        self.overrides = ChannelOverrideCache(
-            self.name,
-            config,
-            cap_setting=self.cap_setting,
-            # Looked up per load, so a test's patched repository function is read.
-            load=lambda server_id, channel: self._load_row(server_id, channel),
-        )
-        return self.overrides.cache
-
-    def invalidate(self, server_id: int, channel_disc_id: int | None = None) -> int:
-        """Drop one channel's entry, or every entry of the server; return removals."""
-        return self.overrides.invalidate(server_id, channel_disc_id)
-
     def invalidate_server(self, server_id: int) -> int:
         """Drop every entry of the server; return removals."""
-        return self.overrides.invalidate(server_id)
+        return self.invalidate(server_id)

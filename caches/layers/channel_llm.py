@@ -43,14 +43,9 @@ _layer: OverrideLayer[int] = OverrideLayer(
 )
 
 
-async def get_cached_channel_llm(
-    server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None
-) -> int | None:
-    """Return the llm_id the channel (or a thread's parent) overrides with, or None."""
-    return await _layer.overrides.get(
-        server_id, channel_disc_id, parent_disc_id=parent_disc_id
-    )
-
+#: Return the llm_id the channel (or a thread's parent) overrides with, or None
+#: (also on a database error). The layer's own read: a hit is one coroutine.
+get_cached_channel_llm = _layer.get
 
 #: Drop one channel's entry, or every entry of the server; return removals.
 invalidate_channel_llm_cache = _layer.invalidate

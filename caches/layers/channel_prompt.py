@@ -45,7 +45,7 @@ async def get_cached_channel_prompt(
     server_id: int, channel_disc_id: int
 ) -> ChannelPromptRecord | None:
     """Return the channel's {prompt, mode} override, or None (also on a database error)."""
-    return await _layer.overrides.get(server_id, channel_disc_id)
+    return await _layer.get(server_id, channel_disc_id)
 
 
 #: Drop one channel's entry, or every entry of the server; return removals.
