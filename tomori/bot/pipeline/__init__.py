@@ -28,7 +28,7 @@ from caches.layers import (
     voice_transcript,
 )
 from tomori.bot.pipeline.core import MessagePipeline, PipelineCounters
-from tomori.bot.pipeline.history import HistoryContext, history_window
+from tomori.bot.pipeline.history import HistoryContext
 from tomori.bot.pipeline.turn import Outcome, ResolvedTurn
 
 #: The cache layers an OK guild turn reads (when their condition holds), by
@@ -61,5 +61,4 @@ __all__ = [
     "Outcome",
     "PipelineCounters",
     "ResolvedTurn",
-    "history_window",
 ]

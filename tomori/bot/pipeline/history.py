@@ -11,12 +11,9 @@ bounded in a quiet one, whose older history a real context build would fetch.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
-
-from discord import PartialMessageable
 
 from caches.layers.markdown_table import get_cached_markdown_table
 from caches.layers.persona_sprite_message import (
@@ -47,51 +44,13 @@ class HistoryContext:
 EMPTY_HISTORY = HistoryContext(0, (), 0, 0)
 
 
-def history_window(
-    cached: Iterable[Any] | None,
-    message: Any,
-    *,
-    limit: int = DEFAULT_HISTORY_LIMIT,
-    scan_limit: int = DEFAULT_SCAN_LIMIT,
-) -> list[Any]:
-    """Return the channel's cached messages before `message`, oldest first."""
-    if not cached or limit <= 0:
-        return []
-    channel, message_id = message.channel, message.id
-    if message.guild is None or isinstance(channel, PartialMessageable):
-        # DM and uncached channels are a new object per message: match by id.
-        return _window_by_id(cached, channel.id, message_id, limit, scan_limit)
-    found: list[Any] = []
-    # reversed() on a deque walks from the newest end without copying it, and
-    # a guild channel is one object for all its messages: `is` is the cheap test.
-    for other in islice(reversed(cached), scan_limit):  # type: ignore[call-overload]
-        if other.channel is channel and other.id < message_id:
-            found.append(other)
-            if len(found) == limit:
-                break
-    found.reverse()
-    return found
-
-
-def _window_by_id(
-    cached: Iterable[Any], channel_id: int, message_id: int, limit: int, scan: int
-) -> list[Any]:
-    found = [
-        other
-        for other in islice(reversed(cached), scan)  # type: ignore[call-overload]
-        if other.channel.id == channel_id and other.id < message_id
-    ][:limit]
-    found.reverse()
-    return found
-
-
 class RecentMessages:
     """The newest `scan_limit` messages the bot received, indexed by channel.
 
-    The same window `history_window` finds by scanning discord.py's deque
-    (a channel's last `limit` messages among the process's newest
-    `scan_limit`, before the current one), in O(limit) instead of
-    O(scan_limit): in the production scenario (4,128 channels) a channel's
+    The window a scan of discord.py's deque would find (a channel's last
+    `limit` messages among the process's newest `scan_limit`, before the
+    current one; tests/tomori/bot/pipeline/window_scan.py is that scan, the
+    tests' reference), in O(limit) instead of O(scan_limit): in the production scenario (4,128 channels) a channel's
     earlier messages are almost never among the newest 200, so the scan
     walked all 200 on nearly every turn. Every received message is `add`ed
     (the pipeline does it first thing, for skipped messages too); deleted

@@ -71,16 +71,6 @@ class MemoryStep:
             server_turns=server_entry.turn_count if server_entry is not None else None,
         )
 
-    def messages(
-        self,
-        conversation: ShortTermMemoryEntry | None,
-        window: Sequence[Any],
-        message: Any,
-        self_id: int | None,
-    ) -> tuple[StmMessage, ...]:
-        """Return the channel's latest messages: the stored ones plus this one."""
-        return turn_messages(self.keep, conversation, window, message, self_id)
-
 
 def turn_messages(
     keep: int,

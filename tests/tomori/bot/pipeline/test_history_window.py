@@ -1,4 +1,8 @@
-"""history_window: the channel's cached messages before a message, oldest first."""
+"""The history window: the channel's cached messages before a message, oldest first.
+
+The scan (window_scan.history_window, the reference) and the index the
+pipeline uses (RecentMessages), checked to give the same windows.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tomori.bot.pipeline import history_window
+from tests.tomori.bot.pipeline.window_scan import history_window
 
 GUILD = SimpleNamespace(id=1)
 
