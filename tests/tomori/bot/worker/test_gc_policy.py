@@ -30,9 +30,10 @@ def test_start_up_objects_are_frozen_once_and_garbage_is_collected_first(
     gone = weakref.ref(cycle)
     del cycle
     frozen = gc_policy.freeze_start_up()
-    assert frozen is not None and frozen == gc.get_freeze_count() >= len(kept)
+    # frozen objects are still freed by refcount: the count can only fall
+    assert frozen is not None and frozen >= gc.get_freeze_count() >= len(kept)
     assert gone() is None  # collected before the freeze
     # live objects sit in the permanent generation: full collections skip them
     assert not any(o is kept[0] for o in gc.get_objects())
     assert gc_policy.freeze_start_up() is None  # once per process
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen  # nothing frozen again
