@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/scoped_invalidation.py [--base /work/wt/base] [--rounds 5]
 
-For each layer shape (whitelist by channel and by server, spotlight by user,
+For each layer shape (whitelist by channel and by server, spotlight by user and by server,
 blacklist by server; sized like the production scenario's 500 guilds), two
 identical caches of ENTRIES keys are filled, then VALUES different scope
 values are dropped one after the other, each through `invalidate_scope` on
@@ -62,13 +62,58 @@ def blacklist_keys() -> list[Key]:
     return [(u, s, 0) for u in range(200) for s in range(500)]
 
 
+def _within() -> Any:
+    """Return the core's grouping scope, or None on a core without one (a base)."""
+    try:
+        from caches.core import Within
+    except ImportError:
+        return None
+    return Within
+
+
+def _first(value: tuple[int, int]) -> int:
+    return value[0]
+
+
+def whitelist_scopes(grouped: bool = True) -> dict[str, Any]:
+    # As channel_whitelist declares them: a server groups its channels.
+    channel = lambda k: ((k[0], k[1]),)  # noqa: E731
+    Within = _within() if grouped else None
+    if Within is None:  # the declaration before groupings: servers index keys
+        return {"server": lambda k: (k[0],), "channel": channel}
+    return {"channel": channel, "server": Within("channel", parent=_first)}
+
+
+def spotlight_scopes() -> dict[str, Any]:
+    # As personal_spotlight declares them: a server groups users and channels.
+    user = lambda k: ((k[0], k[1]),)  # noqa: E731
+    channel = lambda k: ((k[0], k[2]),)  # noqa: E731
+    Within = _within()
+    if Within is None:
+        return {"server": lambda k: (k[0],), "user": user, "channel": channel}
+    return {
+        "user": user,
+        "channel": channel,
+        "server": Within("user", "channel", parent=_first),
+    }
+
+
+#: (name, keys, scopes (built in the process that runs them), scope, its
+#: value per drop, the scan's predicate per drop).
 CASES: list[
-    tuple[str, Callable[[], list[Key]], dict[str, Any], str, Any, Callable[[Key], bool]]
+    tuple[
+        str,
+        Callable[[], list[Key]],
+        Callable[[], dict[str, Any]],
+        str,
+        Any,
+        Callable[[int], Callable[[Key], bool]],
+    ]
 ] = [
     (
         "whitelist: one channel",
         whitelist_keys,
-        {"server": lambda k: (k[0],), "channel": lambda k: ((k[0], k[1]),)},
+        whitelist_scopes,
         "channel",
         lambda i: (250 + i, 1020),
         lambda i: lambda k: k[0] == 250 + i and k[1] == 1020,
@@ -76,7 +121,7 @@ CASES: list[
     (
         "whitelist: one server",
         whitelist_keys,
-        {"server": lambda k: (k[0],), "channel": lambda k: ((k[0], k[1]),)},
+        whitelist_scopes,
         "server",
         lambda i: 250 + i,
         lambda i: lambda k: k[0] == 250 + i,
@@ -84,15 +129,23 @@ CASES: list[
     (
         "spotlight: one user",
         spotlight_keys,
-        {"user": lambda k: ((k[0], k[1]),), "channel": lambda k: ((k[0], k[2]),)},
+        spotlight_scopes,
         "user",
         lambda i: (50, 50 + i),
         lambda i: lambda k: k[0] == 50 and k[1] == 50 + i,
     ),
     (
+        "spotlight: one server",
+        spotlight_keys,
+        spotlight_scopes,
+        "server",
+        lambda i: 50 + i,
+        lambda i: lambda k: k[0] == 50 + i,
+    ),
+    (
         "blacklist: one server",
         blacklist_keys,
-        {"blacklist_server": lambda k: (k[1],)},
+        lambda: {"blacklist_server": lambda k: (k[1],)},
         "blacklist_server",
         lambda i: 100 + i,
         lambda i: lambda k: k[1] == 100 + i,
@@ -126,7 +179,7 @@ def timed(fn: Callable[[], int]) -> tuple[int, int, int]:
 def index_round(case_no: int) -> dict[str, list[int]]:
     """Fill one scoped cache of a case and time VALUES index drops."""
     _name, make, scopes, scope, value, _predicate = CASES[case_no]
-    indexed = filled(make(), scopes)
+    indexed = filled(make(), scopes())
     gc.collect()
     wall, cpu, dropped = [], [], []
     for i in range(VALUES):
@@ -223,22 +276,27 @@ def run_case(case_no: int, rounds: int, base: Base | None) -> bool:
     return passed
 
 
+def index_bytes(keys: list[Key], scopes: dict[str, Any] | None) -> int:
+    """Return the bytes tracemalloc sees for one cache of `keys` (keys shared)."""
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    cache = filled(keys, scopes)
+    size = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    del cache
+    return size
+
+
 def index_bytes_per_entry() -> None:
     keys = whitelist_keys()
-    scopes = CASES[0][2]
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    plain = filled(keys, None)
-    plain_bytes = tracemalloc.get_traced_memory()[0] - base
-    indexed = filled(keys, scopes)
-    indexed_bytes = tracemalloc.get_traced_memory()[0] - base - plain_bytes
-    tracemalloc.stop()
-    per = (indexed_bytes - plain_bytes) / len(keys)
+    plain = index_bytes(keys, None)
+    grouped = index_bytes(keys, whitelist_scopes()) - plain
+    keyed = index_bytes(keys, whitelist_scopes(grouped=False)) - plain
     print(
-        f"index memory: {per:.1f} B per entry for 2 scopes "
-        f"(whitelist shape; cache without scopes {plain_bytes / len(keys):.1f} B per entry, keys shared)"
+        f"index memory (whitelist shape, 2 scopes): {grouped / len(keys):.1f} B per entry "
+        f"with the server grouping its channels, {keyed / len(keys):.1f} B with both "
+        f"indexing keys (cache without scopes {plain / len(keys):.1f} B per entry, keys shared)"
     )
-    del plain, indexed
 
 
 def main() -> int:

@@ -4,7 +4,7 @@ from caches.core.bounded import BoundedTTLCache, Loader
 from caches.core.clock import Clock, FakeClock
 from caches.core.flight import Flight, SingleFlight, current_flight
 from caches.core.markers import MISSING, DoNotCache, Missing
-from caches.core.store import MAX_TTL_QUEUES, ExpiringStore, ScopeFn
+from caches.core.store import MAX_TTL_QUEUES, ExpiringStore, ScopeFn, ScopeSpec, Within
 
 __all__ = [
     "MAX_TTL_QUEUES",
@@ -14,6 +14,8 @@ __all__ = [
     "DoNotCache",
     "ExpiringStore",
     "ScopeFn",
+    "ScopeSpec",
+    "Within",
     "FakeClock",
     "Flight",
     "Loader",

@@ -37,7 +37,7 @@ from typing import Any, TypeVar, overload
 from caches.core.clock import Clock
 from caches.core.flight import Flight, SingleFlight
 from caches.core.markers import MISSING, DoNotCache, Missing
-from caches.core.store import ExpiringStore, ScopeFn
+from caches.core.store import ExpiringStore, ScopeSpec
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -58,7 +58,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         maxsize: int,
         ttl: float | None = None,
         clock: Clock = time.monotonic,
-        scopes: Mapping[str, ScopeFn] | None = None,
+        scopes: Mapping[str, ScopeSpec] | None = None,
     ) -> None:
         super().__init__(name, maxsize=maxsize, ttl=ttl, clock=clock, scopes=scopes)
         self._loads: SingleFlight[K, Any] = SingleFlight(f"cache-load:{name}")
@@ -183,7 +183,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         matched = self._remove_scope(scope, value)
         staled = 0
         if self._inflight:
-            fn = self._scope_fns[scope]
+            fn = self.scope_values(scope)
             staled = self._detach_flights(k for k in self._inflight if value in fn(k))
         self._note_invalidation(len(matched), staled)
         return len(matched)

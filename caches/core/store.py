@@ -39,6 +39,16 @@ path only (one call of each scope function per new key and per removal)
 and, in memory, one set slot per key and scope plus one set per distinct
 scope value; stores without scopes pay one truth test per write.
 
+Grouping scopes. A scope declared `Within("channel", parent=fn)` groups the
+values of scope "channel" by `fn(value)` (channels by their server) instead
+of indexing keys: its index holds each group's channel values, so a server
+drop pops the server's channels and their keys and leaves every other index
+entry of those keys alone (they are all in the popped channels): per key it
+costs the dict delete and one stale count, no scope function call. Several
+scopes can be grouped at once (`Within("user", "channel", parent=fn)`); the
+contract is that all of one key's values in those scopes share one parent
+(a key belongs to one server), which `set` checks.
+
 Like the cache built on it, the store is confined to the event-loop thread
 (see `caches.core.bounded`).
 """
@@ -48,7 +58,8 @@ from __future__ import annotations
 import builtins
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from itertools import islice
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -79,6 +90,37 @@ ScopeIndex = dict[Hashable, Any]
 _NO_KEYS: Any = object()
 
 
+class Within:
+    """A scope that groups the values of other scopes by `parent` (see the module)."""
+
+    __slots__ = ("scopes", "parent")
+
+    def __init__(self, *scopes: str, parent: Callable[[Any], Hashable]) -> None:
+        if not scopes:
+            raise ValueError("Within needs at least one scope to group")
+        self.scopes = scopes
+        self.parent = parent
+
+    def __repr__(self) -> str:
+        return f"Within({', '.join(map(repr, self.scopes))})"
+
+
+#: What a store's `scopes` mapping holds: a key's scope function, or a grouping.
+ScopeSpec = ScopeFn | Within
+#: One grouping's part over one grouped scope: (the grouped scope's position,
+#: the parent function, the grouping's index of {parent: that scope's values}).
+_Part = tuple[int, Callable[[Any], Hashable], ScopeIndex]
+#: Run an iterator to its end, keeping nothing (a loop in C).
+_drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
+
+
+def _each(found: Any) -> Any:
+    """Return an index value's keys as an iterable (no copy of a set)."""
+    if found is _NO_KEYS:
+        return ()
+    return found if found.__class__ is builtins.set else (found,)
+
+
 def _members(found: Any) -> builtins.set[Any]:
     """Return an index value as a set of keys (a copy; empty for _NO_KEYS)."""
     if found is _NO_KEYS:
@@ -86,8 +128,21 @@ def _members(found: Any) -> builtins.set[Any]:
     return builtins.set(found) if found.__class__ is builtins.set else {found}
 
 
-def _index_drop(index: ScopeIndex, value: Hashable, key: Any) -> None:
-    """Remove `key` from `value`'s keys, dropping the value once it has none."""
+def _index_put(index: ScopeIndex, value: Hashable, key: Any) -> bool:
+    """Add `key` to `value`'s keys; say whether `value` is new to the index."""
+    found = index.get(value, _NO_KEYS)
+    if found is _NO_KEYS:
+        index[value] = key
+        return True
+    if found.__class__ is builtins.set:
+        found.add(key)
+    elif found != key:
+        index[value] = {found, key}
+    return False
+
+
+def _index_drop(index: ScopeIndex, value: Hashable, key: Any) -> bool:
+    """Remove `key` from `value`'s keys; say whether `value` left the index."""
     found = index.get(value, _NO_KEYS)
     if found.__class__ is builtins.set:
         found.discard(key)
@@ -97,8 +152,21 @@ def _index_drop(index: ScopeIndex, value: Hashable, key: Any) -> None:
                 index[value] = next(iter(found))
             else:
                 del index[value]
+                return True
     elif found is not _NO_KEYS and found == key:
         del index[value]
+        return True
+    return False
+
+
+def _union(index: ScopeIndex, values: Any, into: builtins.set[Any]) -> None:
+    """Add the keys of every one of `values` in `index` to `into`."""
+    for value in values:
+        found = index.get(value, _NO_KEYS)
+        if found.__class__ is builtins.set:
+            into |= found
+        elif found is not _NO_KEYS:
+            into.add(found)
 
 
 class ExpiringStore(Generic[K, V]):
@@ -118,7 +186,7 @@ class ExpiringStore(Generic[K, V]):
         maxsize: int,
         ttl: float | None = None,
         clock: Clock = time.monotonic,
-        scopes: Mapping[str, ScopeFn] | None = None,
+        scopes: Mapping[str, ScopeSpec] | None = None,
     ) -> None:
         if maxsize < 1:
             raise ValueError(f"cache {name!r}: maxsize must be >= 1, got {maxsize}")
@@ -131,8 +199,33 @@ class ExpiringStore(Generic[K, V]):
         self._data: dict[K, V] = {}
         self.evictions = 0
         self.expirations = 0
-        self._scope_fns: dict[str, ScopeFn] = dict(scopes or {})
-        self._scopes: tuple[tuple[ScopeFn, ScopeIndex], ...] = ()
+        specs = dict(scopes or {})
+        self._scope_names = tuple(specs)
+        # The key-indexed scopes (in order) and the groupings of their values.
+        self._scope_fns: dict[str, ScopeFn] = {
+            n: fn for n, fn in specs.items() if not isinstance(fn, Within)
+        }
+        self._groupings = {n: g for n, g in specs.items() if isinstance(g, Within)}
+        for n, grouping in self._groupings.items():
+            for grouped in grouping.scopes:
+                if grouped not in self._scope_fns:
+                    raise ValueError(
+                        f"cache {name!r}: scope {n!r} groups {grouped!r}, which is "
+                        f"not a scope of keys; those are {list(self._scope_fns)}"
+                    )
+            if len(set(grouping.scopes)) != len(grouping.scopes):
+                raise ValueError(f"cache {name!r}: scope {n!r} names a scope twice")
+        # Per key scope: (its function, its index, the groupings of its values
+        # as (parent, grouping index) pairs).
+        self._scopes: tuple[
+            tuple[
+                ScopeFn,
+                ScopeIndex,
+                tuple[tuple[Callable[[Any], Hashable], ScopeIndex], ...],
+            ],
+            ...,
+        ] = ()
+        self._groups: dict[str, tuple[_Part, ...]] = {}
         # Set once any key has had two values in one scope (see _remove_scope).
         self._multi_valued = False
         self._reset_structure()
@@ -200,10 +293,11 @@ class ExpiringStore(Generic[K, V]):
     def keys_in_scope(self, scope: str, value: Hashable) -> list[K]:
         """Return the live keys whose scope `scope` includes `value` (no scan)."""
         self._expire_due()
-        found = self._scope_index(scope).get(value, _NO_KEYS)
-        if found is _NO_KEYS:
-            return []
-        return list(found) if found.__class__ is builtins.set else [found]
+        parts = self._groups.get(scope)
+        if parts is not None:
+            return list(self._grouped_keys(parts, value))
+        found = self._scopes[self._position(scope)][1].get(value, _NO_KEYS)
+        return list(_each(found))
 
     def maps(self) -> dict[str, ExpiringStore[K, V]]:
         """Return the core maps behind this cache by label: itself, as "primary"."""
@@ -211,40 +305,76 @@ class ExpiringStore(Generic[K, V]):
 
     @property
     def scope_names(self) -> tuple[str, ...]:
-        """Return the names of this store's scope indexes."""
-        return tuple(self._scope_fns)
+        """Return the names of this store's scopes (groupings included)."""
+        return self._scope_names
 
     def scope_members(self, scope: str) -> dict[Hashable, builtins.set[K]]:
-        """Return a copy of one scope index as {value: its keys} (for checks)."""
-        return {v: _members(found) for v, found in self._scope_index(scope).items()}
+        """Return a copy of one scope as {value: its keys} (for checks)."""
+        parts = self._groups.get(scope)
+        if parts is not None:
+            parents = {p for _pos, _fn, up in parts for p in up}
+            return {p: self._grouped_keys(parts, p) for p in parents}
+        index = self._scopes[self._position(scope)][1]
+        return {v: _members(found) for v, found in index.items()}
 
-    def _scope_index(self, scope: str) -> ScopeIndex:
-        names = list(self._scope_fns)
-        if scope not in self._scope_fns:
-            raise KeyError(
-                f"cache {self.name!r} has no scope {scope!r}; it has {names}"
-            )
-        return self._scopes[names.index(scope)][1]
+    def scope_values(self, scope: str) -> ScopeFn:
+        """Return the function giving a key's values in `scope` (groupings too)."""
+        parts = self._groups.get(scope)
+        if parts is None:
+            return self._scopes[self._position(scope)][0]
+        fns = [(self._scopes[pos][0], parent) for pos, parent, _up in parts]
+        return lambda key: tuple({parent(v) for fn, parent in fns for v in fn(key)})
+
+    def _position(self, scope: str) -> int:
+        """Return the position of key scope `scope` in `_scopes`."""
+        for position, name in enumerate(self._scope_fns):
+            if name == scope:
+                return position
+        raise KeyError(
+            f"cache {self.name!r} has no scope {scope!r}; it has {list(self._scope_names)}"
+        )
+
+    def _grouped_keys(
+        self, parts: tuple[_Part, ...], parent: Hashable
+    ) -> builtins.set[K]:
+        keys: builtins.set[K] = builtins.set()
+        for pos, _parent, up in parts:
+            _union(self._scopes[pos][1], _each(up.get(parent, _NO_KEYS)), keys)
+        return keys
 
     def _index_add(self, key: K) -> None:
-        for fn, index in self._scopes:
+        for fn, index, ups in self._scopes:
             values = fn(key)
             if len(values) > 1:
                 # A scoped removal must then unindex the key's other values.
                 self._multi_valued = True
+                if ups:
+                    self._check_one_parent(key, values, ups)
             for value in values:
                 found = index.get(value, _NO_KEYS)
                 if found is _NO_KEYS:
                     index[value] = key
+                    for parent, up in ups:  # a new value joins its groups
+                        _index_put(up, parent(value), value)
                 elif found.__class__ is builtins.set:
                     found.add(key)
                 elif found != key:
                     index[value] = {found, key}
 
+    def _check_one_parent(self, key: K, values: tuple[Hashable, ...], ups: Any) -> None:
+        for parent, _up in ups:
+            if len({parent(v) for v in values}) > 1:
+                raise ValueError(
+                    f"cache {self.name!r}: key {key!r} has values {values!r} in two "
+                    "groups of one grouping scope; a key's values must share a parent"
+                )
+
     def _index_remove(self, key: K) -> None:
-        for fn, index in self._scopes:
+        for fn, index, ups in self._scopes:
             for value in fn(key):
-                _index_drop(index, value, key)
+                if _index_drop(index, value, key):
+                    for parent, up in ups:  # the value's last key: it leaves its groups
+                        _index_drop(up, parent(value), value)
 
     # ----------------------------------------------------------- writes
 
@@ -311,11 +441,16 @@ class ExpiringStore(Generic[K, V]):
             queue = self._queue_for(ttl)
             if queue is not self._q0:
                 self._home[key] = queue
+        if self._scopes:
+            try:
+                self._index_add(key)
+            except ValueError:  # a key its grouping refuses: stored nowhere
+                self._index_remove(key)
+                self._home.pop(key, None)
+                raise
         queue.keys.append(key)
         queue.times.append(now)
         data[key] = value
-        if self._scopes:
-            self._index_add(key)
         deadline = now + queue.ttl
         if deadline < self._front_deadline:
             self._front_deadline = deadline
@@ -358,15 +493,33 @@ class ExpiringStore(Generic[K, V]):
         Per key: the dict delete, its other scope values' index entries, and
         one stale count (batched in C); the slots are left for lazy deletion.
         """
-        index = self._scope_index(scope)
-        found = index.pop(value, _NO_KEYS)
-        if found is _NO_KEYS:
-            return builtins.set()
-        keys: builtins.set[K] = found if found.__class__ is builtins.set else {found}
-        data = self._data
-        for key in keys:
-            del data[key]
-        self._unindex_others(keys, index, value)
+        parts = self._groups.get(scope)
+        # The values popped whole from each key scope, by position; with a
+        # grouping, every value those keys have in the grouped scopes.
+        drained: dict[int, Any] = {}
+        if parts is None:
+            position = self._position(scope)
+            _fn, index, ups = self._scopes[position]
+            found = index.pop(value, _NO_KEYS)
+            if found is _NO_KEYS:
+                return builtins.set()
+            keys: builtins.set[K] = (
+                found if found.__class__ is builtins.set else {found}
+            )
+            for parent, up in ups:
+                _index_drop(up, parent(value), value)
+            drained[position] = (value,)
+        else:
+            keys = builtins.set()
+            for position, _parent, up in parts:
+                members = up.pop(value, _NO_KEYS)
+                if members is not _NO_KEYS:
+                    drained[position] = values = _members(members)
+                    self._pop_values(position, values, keys, up)
+            if not keys:
+                return keys
+        _drain(map(self._data.__delitem__, keys))  # the deletes, looped in C
+        self._unindex_others(keys, drained, whole=parts is not None)
         if self._home:
             touched: dict[SlotQueue, int] = {}
             for key in keys:
@@ -390,22 +543,60 @@ class ExpiringStore(Generic[K, V]):
                 self._compact_progress(queue, created)
         return keys
 
-    def _unindex_others(
-        self,
-        keys: builtins.set[K],
-        index: ScopeIndex,
-        value: Hashable,
+    def _pop_values(
+        self, position: int, values: Any, into: builtins.set[K], popped_from: ScopeIndex
     ) -> None:
-        # Every index entry of `keys` but (index, value), which the caller popped.
-        for fn, other in self._scopes:
-            same = other is index
-            if same and not self._multi_valued:
+        """Pop `values` (and their keys, into `into`) from one key scope's index."""
+        index = self._scopes[position][1]
+        for v in values:
+            found = index.pop(v, _NO_KEYS)
+            if found.__class__ is builtins.set:
+                into |= found
+            elif found is not _NO_KEYS:
+                into.add(found)
+        for parent, up in self._scopes[position][2]:
+            if up is not popped_from:  # the values leave the scope's other groupings
+                for v in values:
+                    _index_drop(up, parent(v), v)
+
+    def _unindex_others(
+        self, keys: builtins.set[K], drained: dict[int, Any], *, whole: bool
+    ) -> None:
+        # Every index entry of `keys` but the values the caller popped
+        # (`drained`; `whole`: all their values in those scopes).
+        # Grouped by scope value: the dropped keys usually share few values
+        # (a user's 10 spotlight keys span 10 channels of 100 keys each), so
+        # each value is updated once by one C-level set difference instead of
+        # one discard call per key. The scope functions still run once
+        # per key, inside `map` (no Python loop around them).
+        for position, (fn, other, ups) in enumerate(self._scopes):
+            popped = drained.get(position)
+            if popped is not None and (whole or not self._multi_valued):
                 continue
-            for key in keys:
-                for v in fn(key):
-                    if same and v == value:
+            for values in set(map(fn, keys)):
+                for v in values:
+                    if popped is not None and v in popped:
                         continue
-                    _index_drop(other, v, key)
+                    found = other.get(v, _NO_KEYS)
+                    if found is _NO_KEYS:
+                        continue  # an earlier tuple of values held it too
+                    if found.__class__ is builtins.set:
+                        # Each difference walks the smaller side, by stored hashes.
+                        if len(found) > len(keys):
+                            found -= keys  # in place: the value keeps most keys
+                        else:
+                            found = found - keys
+                        if len(found) > 1:
+                            other[v] = found
+                            continue
+                        if found:
+                            other[v] = next(iter(found))  # back to a lone key
+                            continue
+                    elif found not in keys:
+                        continue
+                    del other[v]
+                    for parent, up in ups:  # v has no key left: it leaves its groups
+                        _index_drop(up, parent(v), v)
 
     def _clear_entries(self) -> int:
         removed = len(self._data)
@@ -421,7 +612,21 @@ class ExpiringStore(Generic[K, V]):
         self._home = {}
         self._stale_slots = 0
         self._front_deadline = math.inf
-        self._scopes = tuple((fn, {}) for fn in self._scope_fns.values())
+        ups: list[list[tuple[Callable[[Any], Hashable], ScopeIndex]]] = [
+            [] for _ in self._scope_fns
+        ]
+        self._groups = {}
+        for name, grouping in self._groupings.items():
+            parts: list[_Part] = []
+            for grouped in grouping.scopes:
+                position, up = self._position(grouped), cast(ScopeIndex, {})
+                ups[position].append((grouping.parent, up))
+                parts.append((position, grouping.parent, up))
+            self._groups[name] = tuple(parts)
+        self._scopes = tuple(
+            (fn, {}, tuple(groupings))
+            for fn, groupings in zip(self._scope_fns.values(), ups, strict=True)
+        )
 
     def _expire_due(self) -> None:
         now = self._now()

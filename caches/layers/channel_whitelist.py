@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING, BoundedTTLCache, Within
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -41,8 +41,8 @@ RoleSignature = frozenset[int] | None
 WhitelistKey = tuple[int, int, int, RoleSignature]
 
 
-def _server_scope(key: WhitelistKey) -> tuple[int]:
-    return (key[0],)
+def _server_of(channel: tuple[int, int]) -> int:
+    return channel[0]
 
 
 def _channel_scope(key: WhitelistKey) -> tuple[tuple[int, int], ...]:
@@ -65,7 +65,12 @@ def _build(config: LayerSettings) -> BoundedTTLCache[WhitelistKey, WhitelistDeci
         NAME,
         cap=CAP_SETTING,
         ttl=config.minutes(TTL_SETTING),
-        scopes={"server": _server_scope, "channel": _channel_scope},
+        # A server groups its channels: a server drop pops them and their
+        # keys, and calls no scope function per key.
+        scopes={
+            "channel": _channel_scope,
+            "server": Within("channel", parent=_server_of),
+        },
     )
     return _cache
 

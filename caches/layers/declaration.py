@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn
 
-from caches.core import BoundedTTLCache, ScopeFn
+from caches.core import BoundedTTLCache, ScopeSpec
 from caches.registry import (
     BUILTIN_OPS,
     EmergencyPolicy,
@@ -181,7 +181,7 @@ class LayerSettings:
         *,
         cap: str,
         ttl: float | None,
-        scopes: Mapping[str, ScopeFn] | None = None,
+        scopes: Mapping[str, ScopeSpec] | None = None,
     ) -> BoundedTTLCache[Any, Any]:
         """Build one map: the cap from setting `cap`, `ttl` seconds, its scopes."""
         return BoundedTTLCache(name, maxsize=self.cap(cap), ttl=ttl, scopes=scopes)

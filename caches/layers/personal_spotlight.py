@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING, BoundedTTLCache, Within
 from caches.core.clock import utc_now
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
@@ -39,8 +39,8 @@ TTL_SETTING = "PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES"
 SpotlightKey = tuple[int, int, int]  # (server_id, user_id, channel_disc_id)
 
 
-def _server_scope(key: SpotlightKey) -> tuple[int]:
-    return (key[0],)
+def _server_of(value: tuple[int, int]) -> int:
+    return value[0]
 
 
 def _user_scope(key: SpotlightKey) -> tuple[tuple[int, int]]:
@@ -65,10 +65,12 @@ def _build(config: LayerSettings) -> CompositeCache:
         NAME,
         cap=CAP_SETTING,
         ttl=ttl,
+        # A server groups its (server, user) and (server, channel) values: a
+        # server drop pops them and their keys, no scope function per key.
         scopes={
-            "server": _server_scope,
             "user": _user_scope,
             "channel": _channel_scope,
+            "server": Within("user", "channel", parent=_server_of),
         },
     )
     _gate = config.cache(f"{NAME}:gate", cap=GATE_CAP_SETTING, ttl=ttl)

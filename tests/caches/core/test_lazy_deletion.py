@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from caches.core import BoundedTTLCache, FakeClock
+from caches.core import BoundedTTLCache, FakeClock, Within
 from caches.core import store as store_module
 from tests.caches.core.test_bounded_ttl_cache import ReferenceCache, queued_slots
 
@@ -25,6 +25,35 @@ def by_server(key: tuple[int, int]) -> tuple[int, ...]:
 
 def by_channel_or_parent(key: tuple[int, int]) -> tuple[int, ...]:
     return (key[1], key[1] // 10)
+
+
+def server_channels(key: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    # A thread-like key: its channel and its parent, both in its server.
+    return ((key[0], key[1]), (key[0], key[1] // 10))
+
+
+def server_users(key: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    return ((key[0], key[1] % 3),)
+
+
+def first(value: tuple[int, int]) -> int:
+    return value[0]
+
+
+#: Two layouts: plain key scopes, and a server scope grouping two key scopes.
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "keyed": {"server": by_server, "channel": by_channel_or_parent},
+    "grouped": {
+        "channel": server_channels,
+        "user": server_users,
+        "server": Within("channel", "user", parent=first),
+    },
+}
+#: The scopes' meaning, written apart from the cache (the model's own).
+MEANING = {
+    "keyed": {"server": by_server, "channel": by_channel_or_parent},
+    "grouped": {"server": by_server, "channel": server_channels, "user": server_users},
+}
 
 
 @pytest.fixture
@@ -53,17 +82,26 @@ def check_bookkeeping(cache: BoundedTTLCache[Any, Any]) -> None:
     assert cache._stale_slots == total_stale
     assert all(live_slots[key] == 1 for key in data), "every entry has one live slot"
     assert all(key in data and queue is not q0 for key, queue in home.items())
-    for (fn, _index), name in zip(cache._scopes, cache.scope_names, strict=True):
+    for name in cache.scope_names:
+        fn = cache.scope_values(name)
         expected: dict[Any, set[Any]] = {}
         for key in data:
             for value in fn(key):
                 expected.setdefault(value, set()).add(key)
-        assert cache.scope_members(name) == expected
+        assert cache.scope_members(name) == expected, name
+    for _fn, index, groupings in cache._scopes:
+        for parent, grouping in groupings:
+            # A grouping holds exactly the values its scope's index holds.
+            wanted: dict[Any, set[Any]] = {}
+            for value in index:
+                wanted.setdefault(parent(value), set()).add(value)
+            assert {p: store_module._members(v) for p, v in grouping.items()} == wanted
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("seed", range(12))
 def test_compaction_keeps_fifo_eviction_expiry_and_scopes_exact(
-    seed: int, eager_compaction: None
+    seed: int, layout: str, eager_compaction: None
 ) -> None:
     rng = random.Random(seed)
     clock = FakeClock()
@@ -72,8 +110,9 @@ def test_compaction_keeps_fifo_eviction_expiry_and_scopes_exact(
         maxsize=12,
         ttl=10.0,
         clock=clock,
-        scopes={"server": by_server, "channel": by_channel_or_parent},
+        scopes=LAYOUTS[layout],
     )
+    meaning = MEANING[layout]
     model = ReferenceCache(12, 10.0, clock)
     for step in range(2500):
         clock.advance(0.001)
@@ -89,10 +128,9 @@ def test_compaction_keeps_fifo_eviction_expiry_and_scopes_exact(
             cache.invalidate(key)
             model.invalidate(key)
         elif action < 0.9:
-            scope, value = rng.choice(
-                [("server", key[0]), ("channel", key[1]), ("channel", key[1] // 10)]
-            )
-            fn = by_server if scope == "server" else by_channel_or_parent
+            scope = rng.choice(sorted(meaning))
+            fn = meaning[scope]
+            value = rng.choice(fn(key))
             model._expire()
             dropped = [k for k in model.entries if value in fn(k)]
             assert cache.invalidate_scope(scope, value) == len(dropped), step

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caches.core import BoundedTTLCache, FakeClock
+from caches.core import BoundedTTLCache, FakeClock, Within
 
 
 def by_server(key: tuple[int, int]) -> tuple[int, ...]:
@@ -138,3 +138,91 @@ def test_a_scope_value_with_one_key_holds_it_without_a_set(fake_clock):
     c.set((2, 20), "c")
     assert c.invalidate_scope("channel", 20) == 1  # a lone key, its other scopes too
     assert c._scopes[0][1] == {} and c._scopes[1][1] == {}
+
+
+def grouped_cache(clock: FakeClock) -> BoundedTTLCache:
+    # Keys (server, channel, parent): channels and users, grouped by server.
+    return BoundedTTLCache(
+        "grouped",
+        maxsize=1000,
+        ttl=60,
+        clock=clock,
+        scopes={
+            "channel": lambda k: (
+                ((k[0], k[1]),) if k[2] == 0 else ((k[0], k[1]), (k[0], k[2]))
+            ),
+            "server": Within("channel", parent=lambda v: v[0]),
+        },
+    )
+
+
+def test_a_grouping_scope_drops_its_groups_keys_and_their_index_entries(fake_clock):
+    c = grouped_cache(fake_clock)
+    for server in (1, 2):
+        for channel in (10, 11):
+            c.set((server, channel, 0), "v")
+    c.set((1, 99, 10), "thread of 10")
+    assert sorted(c.keys_in_scope("server", 1)) == [(1, 10, 0), (1, 11, 0), (1, 99, 10)]
+    assert c.scope_members("server") == {
+        1: {(1, 10, 0), (1, 11, 0), (1, 99, 10)},
+        2: {(2, 10, 0), (2, 11, 0)},
+    }
+    assert c.invalidate_scope("server", 1) == 3
+    assert sorted(c.keys()) == [(2, 10, 0), (2, 11, 0)]
+    assert c.keys_in_scope("channel", (1, 10)) == []
+    assert set(c.scope_members("channel")) == {(2, 10), (2, 11)}
+    # A channel drop empties its group: the server leaves the grouping.
+    assert c.invalidate_scope("channel", (2, 10)) == 1
+    assert c.invalidate_scope("channel", (2, 11)) == 1
+    assert c.scope_members("server") == {} and c._scopes[0][2][0][1] == {}
+
+
+async def test_a_grouping_scope_stales_a_load_in_flight(fake_clock):
+    import asyncio
+
+    c = grouped_cache(fake_clock)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def load() -> str:
+        started.set()
+        await release.wait()
+        return "old"
+
+    task = asyncio.ensure_future(c.get_or_load((5, 50, 0), load))
+    await started.wait()
+    c.invalidate_scope("server", 5)
+    release.set()
+    assert await task == "old"
+    assert (5, 50, 0) not in c
+
+
+def test_a_key_whose_values_have_two_parents_is_refused():
+    c = BoundedTTLCache(
+        "bad",
+        maxsize=10,
+        scopes={
+            "channel": lambda k: ((k[0], k[1]), (k[2], k[1])),
+            "server": Within("channel", parent=lambda v: v[0]),
+        },
+    )
+    c.set((1, 10, 1), "v")  # both values in server 1: fine
+    with pytest.raises(ValueError, match="must share a parent"):
+        c.set((1, 10, 2), "v")
+    # Refused whole: not stored, in no index, the first key untouched.
+    assert c.keys() == [(1, 10, 1)]
+    assert c.scope_members("channel") == {(1, 10): {(1, 10, 1)}}
+    assert c.scope_members("server") == {1: {(1, 10, 1)}}
+    assert c.invalidate_scope("server", 1) == 1 and len(c) == 0
+
+
+def test_a_grouping_must_name_scopes_of_keys():
+    with pytest.raises(ValueError, match="groups 'user', which is not a scope of keys"):
+        BoundedTTLCache(
+            "bad", maxsize=10, scopes={"server": Within("user", parent=str)}
+        )
+    with pytest.raises(ValueError, match="names a scope twice"):
+        BoundedTTLCache(
+            "bad",
+            maxsize=10,
+            scopes={"c": lambda k: (k,), "server": Within("c", "c", parent=str)},
+        )
