@@ -12,7 +12,7 @@ emergency clear only sweeps expired entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from typing import Any, Unpack
 
 from caches.layers.declaration import (
@@ -66,31 +66,6 @@ def short_term_memory_store() -> ShortTermMemoryStore:
 async def store_short_term_memory(**fields: Any) -> ShortTermMemoryEntry:
     """Store a turn's messages (see `ShortTermMemoryStore.store`)."""
     return await _store.store(**fields)
-
-
-async def remember_turn(
-    *,
-    user_disc_id: int,
-    channel_disc_id: int,
-    server_disc_id: int | None = None,
-    persona_id: int | None = None,
-    messages_for: Callable[[ShortTermMemoryEntry | None], Sequence[StmMessage]]
-    | None = None,
-    channel_name: str | None = None,
-    server_name: str | None = None,
-    parent_channel_disc_id: int | None = None,
-) -> TurnMemory:
-    """Read a turn's entries and store the turn (see `ShortTermMemoryStore.turn`)."""
-    return await _store.turn(
-        user_disc_id=user_disc_id,
-        channel_disc_id=channel_disc_id,
-        server_disc_id=server_disc_id,
-        persona_id=persona_id,
-        messages_for=messages_for,
-        channel_name=channel_name,
-        server_name=server_name,
-        parent_channel_disc_id=parent_channel_disc_id,
-    )
 
 
 async def update_short_term_memory_summary(
@@ -253,7 +228,6 @@ __all__ = [
     "get_short_term_memories_from_other_channels",
     "get_short_term_memory_for_server_channel",
     "get_short_term_memory_for_user_channel",
-    "remember_turn",
     "server_short_term_memory_key",
     "short_term_memory_store",
     "store_short_term_memory",

@@ -46,16 +46,17 @@ class StmMessage:
         self,
         role: str,
         content: str,
-        timestamp: datetime,
+        timestamp: datetime | float,
         speaker: str | None = None,
     ) -> None:
+        """`timestamp`: an aware datetime, or POSIX seconds (a UTC instant)."""
         # The slots' own setters: object.__setattr__ (which __setattr__ below
         # forbids anyway) would double the cost of this hot constructor.
         _set_role(self, intern(role))
         _set_content(self, content)
-        _set_stamp(
-            self, timestamp.timestamp() if timestamp.tzinfo is UTC else timestamp
-        )
+        if timestamp.__class__ is not float and timestamp.tzinfo is UTC:  # type: ignore[union-attr]
+            timestamp = timestamp.timestamp()  # type: ignore[union-attr]
+        _set_stamp(self, timestamp)
         _set_speaker(self, None if speaker is None else intern(speaker))
 
     @property

@@ -326,7 +326,7 @@ async def test_a_turn_reads_both_entries_then_stores_over_them(stm_store) -> Non
     server0 = stm_store.cache.peek(user0.key.replace("user:101", "server:201"))
     hits, misses = stm_store.cache.hits, stm_store.cache.misses
     seen, messages_for = _recording("earlier", "now")
-    before = await stm.remember_turn(
+    before = await stm.short_term_memory_store().turn(
         user_disc_id=USER,
         channel_disc_id=301,
         server_disc_id=SERVER,
@@ -347,7 +347,7 @@ async def test_a_turn_reads_both_entries_then_stores_over_them(stm_store) -> Non
     )
     # the persona-less keys: read as stored, the server entry is the conversation
     seen, messages_for = _recording("again")
-    before = await stm.remember_turn(
+    before = await stm.short_term_memory_store().turn(
         user_disc_id=USER,
         channel_disc_id=301,
         server_disc_id=SERVER,
@@ -367,7 +367,7 @@ async def test_a_turn_reads_both_entries_then_stores_over_them(stm_store) -> Non
 async def test_a_dm_turn_converses_with_the_user_entry_only(stm_store) -> None:
     user0 = await remember(USER, None, 301, "hello")
     seen, messages_for = _recording("reply")
-    before = await stm.remember_turn(
+    before = await stm.short_term_memory_store().turn(
         user_disc_id=USER,
         channel_disc_id=301,
         messages_for=messages_for,  # type: ignore[arg-type]
@@ -385,7 +385,7 @@ async def test_a_turn_after_a_restart_hydrates_then_counts_on(stm_store) -> None
     await stm_store.writer.flush()
     stm_store.clear()  # a restart: only the table remembers
     seen, messages_for = _recording("two")
-    before = await stm.remember_turn(
+    before = await stm.short_term_memory_store().turn(
         user_disc_id=USER,
         channel_disc_id=301,
         server_disc_id=SERVER,
@@ -401,7 +401,7 @@ async def test_a_turn_after_a_restart_hydrates_then_counts_on(stm_store) -> None
 @db
 async def test_a_turn_without_capture_reads_and_stores_nothing(stm_store) -> None:
     user0 = await remember(USER, SERVER, 301, "one")
-    before = await stm.remember_turn(
+    before = await stm.short_term_memory_store().turn(
         user_disc_id=USER, channel_disc_id=301, server_disc_id=SERVER
     )
     assert before.user == user0 and before.user is not None

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from discord.utils import DISCORD_EPOCH
+
 from caches.layers.short_term_memory import (
     ShortTermMemoryEntry,
     StmMessage,
-    remember_turn,
+    short_term_memory_store,
 )
 from tomori.repositories.servers import PersonaRecord
 
@@ -54,7 +56,9 @@ class MemoryStep:
             ) -> tuple[StmMessage, ...]:
                 return turn_messages(keep, conversation, window, message, self_id)
 
-        before = await remember_turn(
+        # The store's own turn (one coroutine): the store is rebuilt with the
+        # registry, so it is looked up per turn.
+        before = await short_term_memory_store().turn(
             user_disc_id=author.id,
             channel_disc_id=channel.id,
             server_disc_id=guild.id if guild is not None else None,
@@ -101,6 +105,8 @@ def stm_message(message: Any, self_id: int | None) -> StmMessage:
     return StmMessage(
         "assistant" if author.id == self_id else "user",
         message.content[:STM_CONTENT_LIMIT],
-        message.created_at,
+        # message.created_at, as the POSIX seconds StmMessage keeps: discord.py
+        # derives it from the snowflake through a datetime, which this skips.
+        ((message.id >> 22) + DISCORD_EPOCH) / 1000,
         author.display_name,
     )
