@@ -1,9 +1,9 @@
 """Sampled estimates of the bytes each cache holds, refreshed on the event loop.
 
 An estimate walks up to METRICS_SIZE_SAMPLE_ENTRIES entries of every core
-map behind a cache (a deep ``sys.getsizeof``, each object counted once,
-classes and functions not at all) and scales the walk to the map's entry
-count. The caches belong to the event loop (iterating a dict the loop
+map behind a cache (a deep ``sys.getsizeof``; an object several holders
+share is apportioned among them, classes and functions count nothing) and
+scales the walk to the map's entry count. The caches belong to the event loop (iterating a dict the loop
 mutates can raise), so the worker refreshes the estimates there every
 METRICS_REFRESH_SECONDS, one cache per loop iteration, each walk bounded to
 MAX_OBJECTS objects per map, and everything else reads the last result:
@@ -46,25 +46,42 @@ MAX_OBJECTS = 5_000
 
 
 class _Walk:
-    """One estimate's visited set and object budget."""
+    """One estimate's object budget.
+
+    An object held by several holders (a short-term memory message kept by
+    the user's and the channel's entries and by the next turns' too) is
+    apportioned: each holder is charged its share, the object's size (and
+    what it refers to) divided by its holders, the referrers CPython counts
+    for it. So a cache's estimate counts a message its entries share once,
+    and an interned name or a small int shared by the whole process about
+    nothing. The roots (a sampled key and value) are the cache's own and
+    charged whole.
+    """
 
     def __init__(self, budget: int) -> None:
-        self.seen: set[int] = set()
         self.budget = budget
 
-    def size(self, obj: Any, depth: int = 0) -> int:
-        if isinstance(obj, _SHARED) or id(obj) in self.seen:
-            return 0
-        self.seen.add(id(obj))
+    def size(self, obj: Any, depth: int = 0, share: float = 1.0) -> float:
+        if isinstance(obj, _SHARED):
+            return 0.0
         self.budget -= 1
-        size = sys.getsizeof(obj, 0)
+        size = sys.getsizeof(obj, 0) * share
         if isinstance(obj, _ATOMIC) or depth >= MAX_DEPTH or self.budget <= 0:
             return size
         children, total = _children(obj)
         if not children:
             return size
-        walked = sum(self.size(child, depth + 1) for child in children)
-        return size + walked * total // len(children)
+        walked = 0.0
+        for child in children:
+            # The referrers of `child` besides the walk's own three (the
+            # `children` list, this loop's variable and getrefcount's argument).
+            holders = sys.getrefcount(child) - _WALK_REFERENCES
+            walked += self.size(child, depth + 1, share / max(holders, 1))
+        return size + walked * total / len(children)
+
+
+#: References the walk's loop holds to a child while it counts its referrers.
+_WALK_REFERENCES = 3
 
 
 def _children(obj: Any) -> tuple[list[Any], int]:
@@ -86,10 +103,11 @@ def deep_size(obj: Any, *, budget: int = MAX_OBJECTS) -> int:
     """Return the bytes `obj` and what it refers to take (sys.getsizeof, deep).
 
     Classes, functions, modules and enum members are shared, so not counted;
-    an object referenced twice counts once; big containers are scaled from
-    their first MAX_CHILDREN children; the walk stops after `budget` objects.
+    an object with several referrers is apportioned among them (see
+    `_Walk`); big containers are scaled from their first MAX_CHILDREN
+    children; the walk stops after `budget` objects.
     """
-    return _Walk(budget).size(obj)
+    return round(_Walk(budget).size(obj))
 
 
 def _stores(cache: Any) -> list[ExpiringStore[Any, Any]]:
@@ -112,7 +130,7 @@ def estimate_cache_bytes(cache: Any, *, sample: int) -> int | None:
         if entries:
             walk = _Walk(MAX_OBJECTS)
             sampled = sum(walk.size(key) + walk.size(value) for key, value in entries)
-            total += sampled * len(store) // len(entries)
+            total += round(sampled * len(store) / len(entries))
     return total
 
 

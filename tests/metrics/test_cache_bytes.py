@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from caches.core import BoundedTTLCache, FakeClock
 from caches.registry import EmergencyPolicy, registry
-from metrics.cache_bytes import CacheBytesEstimator
+from metrics.cache_bytes import CacheBytesEstimator, deep_size
 
 CACHE = "bytes_test"
 INTERVAL = 15.0
@@ -81,3 +82,38 @@ async def test_a_sample_of_zero_turns_the_estimates_off(
     estimator = CacheBytesEstimator(registry, sample=0)
     assert await estimator.refresh() == {}
     assert estimator.refreshed_at is None
+
+
+def test_the_walk_counts_a_childs_holders_besides_itself() -> None:
+    # The walk's own references to a child are what _WALK_REFERENCES subtracts:
+    # a string only a tuple holds is charged whole to it; one that four more
+    # holders share (this test's variable and three other tuples), a fifth.
+    tuple_bytes = sys.getsizeof(("",))
+    alone = deep_size(("".join(["x"] * 10_000),))
+    assert alone == tuple_bytes + sys.getsizeof("x" * 10_000)
+    text = "".join(["x"] * 10_000)
+    others = [(text,) for _ in range(3)]
+    assert deep_size((text,)) == round(tuple_bytes + sys.getsizeof(text) / 5)
+    assert len(others) == 3
+
+
+async def test_values_sharing_objects_count_them_once_across_the_cache() -> None:
+    # 200 entries, each a tuple of the same ten 1,000-character messages (as
+    # short-term memory entries share their messages): the messages are held
+    # once, whatever the sample.
+    messages = [f"{n:04d}" * (VALUE_CHARS // 4) for n in range(10)]
+    cache: BoundedTTLCache[int, tuple[str, ...]] = BoundedTTLCache(
+        "shared_bytes", maxsize=500, ttl=600
+    )
+    for key in range(200):
+        cache.set(key, tuple(messages))
+    registry.register("shared_bytes", cache, policy=EmergencyPolicy.CLEAR)
+    try:
+        estimate = (await CacheBytesEstimator(registry, sample=8).refresh())[
+            "shared_bytes"
+        ]
+    finally:
+        registry.unregister("shared_bytes")
+    tuples = 200 * (sys.getsizeof(tuple(messages)) + sys.getsizeof(0))
+    held = 10 * sys.getsizeof(messages[0])
+    assert tuples + held * 0.9 < estimate < tuples + held * 1.2
