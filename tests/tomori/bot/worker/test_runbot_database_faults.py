@@ -51,6 +51,9 @@ def test_sigterm_with_the_database_frozen_exits_in_time_counting_what_is_lost(
     bot = _bot_through(pg_proxy, run_bot)
     pg_proxy.freeze()
     bot.wait_for(HUNG, timeout=30)
+    # Writes are waiting once a batch has failed on the frozen database (its
+    # call timed out): only then is there something SIGTERM must count as lost.
+    bot.wait_for("durable writes after a failed batch", timeout=30)
     signalled = time.monotonic()
     bot.proc.send_signal(signal.SIGTERM)
     code = bot.wait_exit(timeout=20)
