@@ -159,10 +159,13 @@ def _index_drop(index: ScopeIndex, value: Hashable, key: Any) -> bool:
     return False
 
 
-def _union(index: ScopeIndex, values: Any, into: builtins.set[Any]) -> None:
-    """Add the keys of every one of `values` in `index` to `into`."""
+def _union(
+    index: ScopeIndex, values: Any, into: builtins.set[Any], *, pop: bool = False
+) -> None:
+    """Add the keys of every one of `values` in `index` to `into` (`pop`: and remove them)."""
+    take = index.pop if pop else index.get
     for value in values:
-        found = index.get(value, _NO_KEYS)
+        found = take(value, _NO_KEYS)
         if found.__class__ is builtins.set:
             into |= found
         elif found is not _NO_KEYS:
@@ -547,13 +550,7 @@ class ExpiringStore(Generic[K, V]):
         self, position: int, values: Any, into: builtins.set[K], popped_from: ScopeIndex
     ) -> None:
         """Pop `values` (and their keys, into `into`) from one key scope's index."""
-        index = self._scopes[position][1]
-        for v in values:
-            found = index.pop(v, _NO_KEYS)
-            if found.__class__ is builtins.set:
-                into |= found
-            elif found is not _NO_KEYS:
-                into.add(found)
+        _union(self._scopes[position][1], values, into, pop=True)
         for parent, up in self._scopes[position][2]:
             if up is not popped_from:  # the values leave the scope's other groupings
                 for v in values:

@@ -67,10 +67,13 @@ def test_an_unknown_scope_is_an_error(fake_clock):
         cache(fake_clock).invalidate_scope("user", 1)
 
 
-async def test_a_scoped_invalidation_stales_a_load_in_flight(fake_clock):
+@pytest.mark.parametrize(
+    ("grouped", "key"), [(False, (5, 50)), (True, (5, 50, 0))], ids=["keyed", "grouped"]
+)
+async def test_a_scoped_invalidation_stales_a_load_in_flight(fake_clock, grouped, key):
     import asyncio
 
-    c = cache(fake_clock)
+    c = grouped_cache(fake_clock) if grouped else cache(fake_clock)
     started, release = asyncio.Event(), asyncio.Event()
 
     async def load() -> str:
@@ -78,12 +81,12 @@ async def test_a_scoped_invalidation_stales_a_load_in_flight(fake_clock):
         await release.wait()
         return "old"
 
-    task = asyncio.ensure_future(c.get_or_load((5, 50), load))
+    task = asyncio.ensure_future(c.get_or_load(key, load))
     await started.wait()
     c.invalidate_scope("server", 5)
     release.set()
     assert await task == "old"
-    assert (5, 50) not in c  # a load that overlapped the invalidation is not stored
+    assert key not in c  # a load that overlapped the invalidation is not stored
 
 
 @settings(max_examples=60, deadline=None)
@@ -175,25 +178,6 @@ def test_a_grouping_scope_drops_its_groups_keys_and_their_index_entries(fake_clo
     assert c.invalidate_scope("channel", (2, 10)) == 1
     assert c.invalidate_scope("channel", (2, 11)) == 1
     assert c.scope_members("server") == {} and c._scopes[0][2][0][1] == {}
-
-
-async def test_a_grouping_scope_stales_a_load_in_flight(fake_clock):
-    import asyncio
-
-    c = grouped_cache(fake_clock)
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def load() -> str:
-        started.set()
-        await release.wait()
-        return "old"
-
-    task = asyncio.ensure_future(c.get_or_load((5, 50, 0), load))
-    await started.wait()
-    c.invalidate_scope("server", 5)
-    release.set()
-    assert await task == "old"
-    assert (5, 50, 0) not in c
 
 
 def test_a_key_whose_values_have_two_parents_is_refused():
