@@ -38,7 +38,7 @@ from tomori.bot.pipeline.resolve import (
     user_and_privacy,
 )
 from tomori.bot.pipeline.responder import RecordingResponder, Responder
-from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn
+from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn, stop_turn
 from tomori.bot.pipeline.waiting import CountWaiters
 from tomori.knobs import knobs
 from tomori.repositories.channels import WhitelistDecision
@@ -197,7 +197,7 @@ class MessagePipeline:
             return await self._compose(message, guild, gate, base, self_id)
         except DB_ERRORS as exc:  # from a layer that lets database errors through
             database_failed(failing_layer(exc), exc)
-            return ResolvedTurn(Outcome.DB_UNAVAILABLE, **base)
+            return stop_turn(Outcome.DB_UNAVAILABLE, base)
 
     async def _gate(
         self, message: Any, server_disc_id: int, base: Any, notes: TurnNotes
@@ -206,13 +206,11 @@ class MessagePipeline:
         state = await get_cached_tomori_state(server_disc_id)
         if state is None or not state.configured or state.main_persona is None:
             stop = stop_outcome(Outcome.NOT_CONFIGURED, "tomori_state", notes)
-            return ResolvedTurn(stop, **base)
+            return stop_turn(stop, base)
         base["server_id"] = state.server_id
         author = message.author
         if await get_cached_blacklist_status(server_disc_id, author.id):
-            return ResolvedTurn(
-                stop_outcome(Outcome.BLACKLISTED, "user", notes), **base
-            )
+            return stop_turn(stop_outcome(Outcome.BLACKLISTED, "user", notes), base)
         decision = await get_cached_whitelist_status(
             server_disc_id,
             base["channel_disc_id"],
@@ -220,7 +218,7 @@ class MessagePipeline:
             role_ids=role_ids(author),
         )
         if decision.allowed is not True:  # None: roles unknown, so not allowed
-            return ResolvedTurn(Outcome.NOT_WHITELISTED, **base)
+            return stop_turn(Outcome.NOT_WHITELISTED, base)
         return state, decision
 
     async def _compose(

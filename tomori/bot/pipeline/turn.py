@@ -96,6 +96,13 @@ class ResolvedTurn:
 _UnfrozenTurn = unfrozen_twin(ResolvedTurn)
 
 
+def stop_turn(outcome: Outcome, base: dict[str, Any]) -> ResolvedTurn:
+    """Return a turn that stopped at `outcome` with only the message's ids (`base`)."""
+    turn: Any = _UnfrozenTurn(outcome, **base)
+    turn.__class__ = ResolvedTurn  # now frozen (see caches.core.frozen)
+    return turn  # type: ignore[no-any-return]
+
+
 def ok_turn(
     base: dict[str, Any],
     *,
@@ -114,43 +121,53 @@ def ok_turn(
 ) -> ResolvedTurn:
     """Return the OK turn of what a guild turn resolved (`base`: the message's ids).
 
-    One call with every field named: no per-turn dicts of fields to merge.
+    Every field is stored into a bare twin, by name: a 41-keyword call costs
+    about 3 us in keyword matching alone (4 with `**base`), the stores about
+    1.4. The turn equals one built with `ResolvedTurn(...)`, which the tests
+    check field by field, so a field added to ResolvedTurn must be set here.
     """
     llm, main = model.llm, state.main_persona
-    turn = _UnfrozenTurn(
-        Outcome.OK,
-        **base,
-        user_id=user.id if user is not None else None,
-        privacy_level=privacy,
-        persona_names=tuple([p.name for p in state.personas]),
-        main_persona=main.name if main is not None else None,
-        active_persona=persona.name if persona is not None else None,
-        active_persona_id=persona.id if persona is not None else None,
-        allowed_persona_ids=decision.persona_ids,
-        whitelist_inherited=decision.inherited_from_parent,
-        cooldown=decision.cooldown,
-        spotlight_persona_id=spotlight,
-        llm_id=llm.id if llm is not None else None,
-        llm_provider=llm.provider if llm is not None else None,
-        llm_codename=llm.codename if llm is not None else None,
-        llm_from_channel_override=model.from_channel_override,
-        model_supports_tools=model.supports_tools,
-        model_context_length=model.context_length,
-        prompt_override=prompt.prompt if prompt else None,
-        prompt_mode=prompt.mode if prompt else None,
-        sprite_names=tuple([s.name for s in sprites]) if sprites else (),
-        emoji_count=extras.emoji_count,
-        sticker_count=extras.sticker_count,
-        mcp_server_count=extras.mcp_server_count,
-        st_preset=extras.st_preset,
-        novelai_tier=extras.novelai_tier,
-        history_size=history.size,
-        sprite_records=history.sprite_records,
-        transcripts_found=history.transcripts_found,
-        tables_found=history.tables_found,
-        stm_entries_found=memory.found,
-        stm_user_turns=memory.user_turns,
-        stm_server_turns=memory.server_turns,
-    )
+    turn: Any = object.__new__(_UnfrozenTurn)
+    turn.outcome = Outcome.OK
+    turn.message_id = base["message_id"]
+    turn.channel_disc_id = base["channel_disc_id"]
+    turn.user_disc_id = base["user_disc_id"]
+    turn.server_disc_id = base["server_disc_id"]
+    turn.server_id = base["server_id"]
+    turn.parent_channel_disc_id = base["parent_channel_disc_id"]
+    turn.mentions_bot = base["mentions_bot"]
+    turn.user_id = user.id if user is not None else None
+    turn.privacy_level = privacy
+    turn.persona_names = tuple([p.name for p in state.personas])
+    turn.main_persona = main.name if main is not None else None
+    turn.active_persona = persona.name if persona is not None else None
+    turn.active_persona_id = persona.id if persona is not None else None
+    turn.allowed_persona_ids = decision.persona_ids
+    turn.whitelist_inherited = decision.inherited_from_parent
+    turn.cooldown = decision.cooldown
+    turn.llm_id = llm.id if llm is not None else None
+    turn.llm_provider = llm.provider if llm is not None else None
+    turn.llm_codename = llm.codename if llm is not None else None
+    turn.llm_from_channel_override = model.from_channel_override
+    turn.model_supports_tools = model.supports_tools
+    turn.model_context_length = model.context_length
+    turn.prompt_override = prompt.prompt if prompt else None
+    turn.prompt_mode = prompt.mode if prompt else None
+    turn.spotlight_persona_id = spotlight
+    turn.sprite_names = tuple([s.name for s in sprites]) if sprites else ()
+    turn.history_size = history.size
+    turn.sprite_records = history.sprite_records
+    turn.transcripts_found = history.transcripts_found
+    turn.tables_found = history.tables_found
+    turn.emoji_count = extras.emoji_count
+    turn.sticker_count = extras.sticker_count
+    turn.mcp_server_count = extras.mcp_server_count
+    turn.st_preset = extras.st_preset
+    turn.novelai_tier = extras.novelai_tier
+    turn.stm_entries_found = memory.found
+    turn.stm_user_turns = memory.user_turns
+    turn.stm_server_turns = memory.server_turns
+    turn.db_failures = ()
+    turn.stale_layers = ()
     turn.__class__ = ResolvedTurn  # now frozen (see caches.core.frozen)
     return turn

@@ -1,4 +1,4 @@
-"""ok_turn: the OK turn built in one call is an ordinary, frozen ResolvedTurn."""
+"""ok_turn and stop_turn: turns built through the twin are ordinary, frozen ResolvedTurns."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tomori.bot.pipeline import Outcome, ResolvedTurn
 from tomori.bot.pipeline.history import HistoryContext
 from tomori.bot.pipeline.memory import MemoryRead
 from tomori.bot.pipeline.resolve import ModelChoice, ServerExtras
-from tomori.bot.pipeline.turn import ok_turn
+from tomori.bot.pipeline.turn import ok_turn, stop_turn
 
 BASE = {
     "message_id": 1,
@@ -91,3 +91,23 @@ def test_ok_turn_is_frozen() -> None:
         turn.outcome = Outcome.DM  # type: ignore[misc]
     replaced = dataclasses.replace(turn, db_failures=("user",))
     assert replaced.db_failures == ("user",) and turn.db_failures == ()
+
+
+def test_ok_turn_sets_every_field_of_resolved_turn() -> None:
+    # ok_turn stores fields one by one into a bare instance (no __init__ runs):
+    # a field it forgot would be an unset slot, unreadable.
+    turn = built()
+    for field in dataclasses.fields(ResolvedTurn):
+        try:
+            getattr(turn, field.name)
+        except AttributeError:
+            pytest.fail(f"ok_turn does not set ResolvedTurn.{field.name}")
+
+
+def test_stop_turn_equals_the_turn_built_directly() -> None:
+    turn = stop_turn(Outcome.NOT_WHITELISTED, dict(BASE))
+    direct = ResolvedTurn(Outcome.NOT_WHITELISTED, **BASE)
+    assert type(turn) is ResolvedTurn and turn == direct
+    assert hash(turn) == hash(direct)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        turn.outcome = Outcome.OK  # type: ignore[misc]
