@@ -351,8 +351,6 @@ class ExpiringStore(Generic[K, V]):
             if len(values) > 1:
                 # A scoped removal must then unindex the key's other values.
                 self._multi_valued = True
-                if ups:
-                    self._check_one_parent(key, values, ups)
             for value in values:
                 found = index.get(value, _NO_KEYS)
                 if found is _NO_KEYS:
@@ -364,12 +362,18 @@ class ExpiringStore(Generic[K, V]):
                 elif found != key:
                     index[value] = {found, key}
 
-    def _check_one_parent(self, key: K, values: tuple[Hashable, ...], ups: Any) -> None:
-        for parent, _up in ups:
-            if len({parent(v) for v in values}) > 1:
+    def _check_groupings(self, key: K) -> None:
+        """Refuse a key whose values in one grouping's scopes have two parents."""
+        for name, parts in self._groups.items():
+            parents = {
+                parent(v)
+                for pos, parent, _up in parts
+                for v in self._scopes[pos][0](key)
+            }
+            if len(parents) > 1:
                 raise ValueError(
-                    f"cache {self.name!r}: key {key!r} has values {values!r} in two "
-                    "groups of one grouping scope; a key's values must share a parent"
+                    f"cache {self.name!r}: key {key!r} belongs to {sorted(map(repr, parents))} "
+                    f"in scope {name!r}; a key's values in a grouping must share one parent"
                 )
 
     def _index_remove(self, key: K) -> None:
@@ -415,6 +419,8 @@ class ExpiringStore(Generic[K, V]):
             if old.stale_slots > old.limit:
                 self._compact_progress(old, 1)
             return
+        if self._groups:  # before anything changes: a refused key is stored nowhere
+            self._check_groupings(key)
         if len(data) >= self.maxsize:
             if self._stale_slots or len(self._queues) > 1:
                 self._evict_one()
@@ -445,12 +451,7 @@ class ExpiringStore(Generic[K, V]):
             if queue is not self._q0:
                 self._home[key] = queue
         if self._scopes:
-            try:
-                self._index_add(key)
-            except ValueError:  # a key its grouping refuses: stored nowhere
-                self._index_remove(key)
-                self._home.pop(key, None)
-                raise
+            self._index_add(key)
         queue.keys.append(key)
         queue.times.append(now)
         data[key] = value

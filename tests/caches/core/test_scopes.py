@@ -180,22 +180,33 @@ def test_a_grouping_scope_drops_its_groups_keys_and_their_index_entries(fake_clo
     assert c.scope_members("server") == {} and c._scopes[0][2][0][1] == {}
 
 
-def test_a_key_whose_values_have_two_parents_is_refused():
-    c = BoundedTTLCache(
-        "bad",
-        maxsize=10,
-        scopes={
+@pytest.mark.parametrize(
+    "scopes",
+    [
+        # Two values of one scope, in two servers.
+        {
             "channel": lambda k: ((k[0], k[1]), (k[2], k[1])),
             "server": Within("channel", parent=lambda v: v[0]),
         },
-    )
-    c.set((1, 10, 1), "v")  # both values in server 1: fine
-    with pytest.raises(ValueError, match="must share a parent"):
+        # One value in each of two grouped scopes, in two servers.
+        {
+            "user": lambda k: ((k[0], k[1]),),
+            "channel": lambda k: ((k[2], k[1]),),
+            "server": Within("user", "channel", parent=lambda v: v[0]),
+        },
+    ],
+    ids=["one-scope", "two-scopes"],
+)
+def test_a_key_whose_values_have_two_parents_is_refused(scopes):
+    c = BoundedTTLCache("bad", maxsize=1, scopes=scopes)
+    c.set((1, 10, 1), "v")  # every value in server 1: fine
+    with pytest.raises(ValueError, match="must share one parent"):
         c.set((1, 10, 2), "v")
-    # Refused whole: not stored, in no index, the first key untouched.
-    assert c.keys() == [(1, 10, 1)]
-    assert c.scope_members("channel") == {(1, 10): {(1, 10, 1)}}
-    assert c.scope_members("server") == {1: {(1, 10, 1)}}
+    # Refused whole, before anything changed: the first key is neither evicted
+    # (the cache is full) nor unindexed.
+    assert c.keys() == [(1, 10, 1)] and c.evictions == 0
+    for name in c.scope_names:
+        assert all(keys == {(1, 10, 1)} for keys in c.scope_members(name).values())
     assert c.invalidate_scope("server", 1) == 1 and len(c) == 0
 
 
