@@ -562,39 +562,39 @@ class ExpiringStore(Generic[K, V]):
     ) -> None:
         # Every index entry of `keys` but the values the caller popped
         # (`drained`; `whole`: all their values in those scopes).
-        # Grouped by scope value: the dropped keys usually share few values
-        # (a user's 10 spotlight keys span 10 channels of 100 keys each), so
-        # each value is updated once by one C-level set difference instead of
-        # one discard call per key. The scope functions still run once
-        # per key, inside `map` (no Python loop around them).
+        # Grouped by scope value: each value's set is updated once, by the
+        # keys it loses (one C-level difference), not by one discard call per
+        # key; a value left with no key leaves the index and its groupings.
         for position, (fn, other, ups) in enumerate(self._scopes):
             popped = drained.get(position)
             if popped is not None and (whole or not self._multi_valued):
                 continue
-            for values in set(map(fn, keys)):
-                for v in values:
-                    if popped is not None and v in popped:
+            # Each value's dropped keys, so its set loses just those: a
+            # difference with all of `keys` would walk them once per value.
+            groups: dict[Hashable, list[K]] = {}
+            for key in keys:
+                for v in fn(key):
+                    group = groups.get(v)
+                    if group is None:
+                        groups[v] = [key]
+                    else:
+                        group.append(key)
+            for v, dropped in groups.items():
+                if popped is not None and v in popped:
+                    continue
+                found = other.get(v, _NO_KEYS)
+                if found.__class__ is builtins.set:
+                    found.difference_update(dropped)
+                    if len(found) > 1:
                         continue
-                    found = other.get(v, _NO_KEYS)
-                    if found is _NO_KEYS:
-                        continue  # an earlier tuple of values held it too
-                    if found.__class__ is builtins.set:
-                        # Each difference walks the smaller side, by stored hashes.
-                        if len(found) > len(keys):
-                            found -= keys  # in place: the value keeps most keys
-                        else:
-                            found = found - keys
-                        if len(found) > 1:
-                            other[v] = found
-                            continue
-                        if found:
-                            other[v] = next(iter(found))  # back to a lone key
-                            continue
-                    elif found not in keys:
+                    if found:
+                        other[v] = next(iter(found))  # back to a lone key
                         continue
-                    del other[v]
-                    for parent, up in ups:  # v has no key left: it leaves its groups
-                        _index_drop(up, parent(v), v)
+                elif found is _NO_KEYS or found not in keys:
+                    continue
+                del other[v]
+                for parent, up in ups:  # v has no key left: it leaves its groups
+                    _index_drop(up, parent(v), v)
 
     def _clear_entries(self) -> int:
         removed = len(self._data)
