@@ -475,6 +475,20 @@ class ExpiringStore(Generic[K, V]):
 
     # ----------------------------------------------------------- removal
 
+    def rekey(self, key: K, new_key: K, ttl: float | None = None) -> bool:
+        """Move `key`'s live value to `new_key` (a fresh deadline); False if none.
+
+        Nothing is moved when `key` holds nothing (it expired, or was dropped
+        since it was stored), so a value that an invalidation removed is
+        never brought back under another key.
+        """
+        value = self.peek(key)
+        if value is MISSING:
+            return False
+        self._remove(key)
+        self.set(new_key, value, ttl)
+        return True
+
     def clear_expired(self) -> int:
         """Drop every expired entry now; return how many were dropped."""
         now = self._now()

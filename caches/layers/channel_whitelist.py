@@ -3,18 +3,24 @@
 Key: the tuple (server_disc_id, channel_disc_id, parent_disc_id or 0, roles),
 where roles is the frozenset of the member's role ids, or None when the roles
 are unknown; "no roles" (an empty frozenset) and "roles unknown" (None) are
-different keys, and role order never matters. The parent is 0 for a channel
-that is not a thread, so a thread's answer (which may be inherited from its
-parent) never collides with its parent's. The key is built without sorting or
-formatting: this lookup runs on every message. Invalidating a channel also
-drops the entries of its threads. Database errors propagate and cache nothing.
+different keys, and role order never matters. A server that keeps no role
+whitelist gives every member the same answer, so that answer is stored once
+per channel under roles ANY_ROLES ("*"), not once per role set (hundreds of
+distinct sets per server); a lookup asks that key first. The parent is 0 for
+a channel that is not a thread, so a thread's answer (which may be inherited
+from its parent) never collides with its parent's. The key is built without
+sorting or formatting: this lookup runs on every message. Invalidating a
+channel also drops the entries of its threads; adding or removing a
+whitelisted role drops the server's entries, "*" ones included. Database
+errors propagate and cache nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final, Literal
 
-from caches.core import MISSING, BoundedTTLCache, Within
+from caches.core import MISSING, BoundedTTLCache, Loader, Within
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -34,11 +40,13 @@ NAME = "channel_whitelist"
 #: How an operator types "roles unknown" and "no roles" in a key.
 ROLES_UNKNOWN = "?"
 NO_ROLES = "-"
+#: The roles slot of an answer that holds for every role set.
+ANY_ROLES: Final = "*"
 #: Stands for "not a thread" in the parent slot of a key (no snowflake is 0).
 NO_PARENT = 0
 
 RoleSignature = frozenset[int] | None
-WhitelistKey = tuple[int, int, int, RoleSignature]
+WhitelistKey = tuple[int, int, int, RoleSignature | Literal["*"]]
 
 
 def _server_of(channel: tuple[int, int]) -> int:
@@ -120,24 +128,43 @@ async def get_cached_whitelist_status(
     `role_ids` None means the member's roles are unknown; the decision then
     has `role_allowed` None when the server restricts by role.
     """
-    # Inlined whitelist_cache_key: a function call is a fair share of a hit.
+    # Keys are built inline: a function call is a fair share of a hit.
+    parent = parent_disc_id or NO_PARENT
+    any_key: WhitelistKey = (server_disc_id, channel_disc_id, parent, ANY_ROLES)
+    decision = _cache.get(any_key)
+    if decision is not MISSING:
+        return decision  # type: ignore[no-any-return]
+    _cache.misses -= 1  # one question: the role-keyed lookup counts it
     roles = None if role_ids is None else frozenset(role_ids)
-    key = (server_disc_id, channel_disc_id, parent_disc_id or NO_PARENT, roles)
+    key = (server_disc_id, channel_disc_id, parent, roles)
     decision = cached(_cache, key)
     if decision is not MISSING:
         return decision  # type: ignore[no-any-return]
     # Stored keys share one frozenset per distinct role set (members repeat).
     roles = intern_roles(roles)
-    key = (server_disc_id, channel_disc_id, parent_disc_id or NO_PARENT, roles)
-    return await _cache.get_or_load(
-        key,
-        lambda: run_db(
-            channels_repo.load_whitelist_decision,
-            server_disc_id=server_disc_id,
-            channel_disc_id=channel_disc_id,
-            parent_disc_id=parent_disc_id,
-            role_ids=roles,
-        ),
+    key = (server_disc_id, channel_disc_id, parent, roles)
+    decision = await _cache.get_or_load(
+        key, _loader(server_disc_id, channel_disc_id, parent_disc_id, roles)
+    )
+    if not decision.restricts_by_role:
+        # One answer for every role set: keep it once, under "*". Only a
+        # stored answer moves (one a drop removed during the load stays gone).
+        _cache.rekey(key, any_key)
+    return decision
+
+
+def _loader(
+    server_disc_id: int,
+    channel_disc_id: int,
+    parent_disc_id: int | None,
+    roles: RoleSignature,
+) -> Loader[WhitelistDecision]:
+    return lambda: run_db(
+        channels_repo.load_whitelist_decision,
+        server_disc_id=server_disc_id,
+        channel_disc_id=channel_disc_id,
+        parent_disc_id=parent_disc_id,
+        role_ids=roles,
     )
 
 
@@ -161,17 +188,18 @@ def parse_whitelist_key(text: str) -> WhitelistKey:
     if len(parts) != 4:
         raise ValueError("expected four ':'-separated parts")
     server, channel, parent, roles = (part.strip() for part in parts)
-    role_ids: list[int] | None = None
-    if roles == NO_ROLES:
-        role_ids = []
-    elif roles != ROLES_UNKNOWN:
-        role_ids = [parse_int(r) for r in roles.split(",")]
-    return whitelist_cache_key(
+    head = (
         parse_int(server),
         parse_int(channel),
-        parse_int(parent) if parent not in {"", "0"} else None,
-        role_ids,
+        parse_int(parent) if parent not in {"", "0"} else NO_PARENT,
     )
+    if roles == ANY_ROLES:
+        return (*head, ANY_ROLES)
+    if roles == ROLES_UNKNOWN:
+        return (*head, None)
+    if roles == NO_ROLES:
+        return (*head, frozenset())
+    return (*head, frozenset(parse_int(r) for r in roles.split(",")))
 
 
 def _channel_phrase(server_disc_id: int, channel_disc_id: int | None = None) -> str:
@@ -191,8 +219,9 @@ LAYER = Layer(
     key=KeyShape(
         help=(
             "server_disc_id:channel_disc_id:parent_disc_id:roles, parent empty "
-            "(or 0) for a non-thread, roles '?' (unknown), '-' (none) or ids "
-            "joined by ','"
+            "(or 0) for a non-thread, roles '?' (unknown), '-' (none), '*' "
+            "(every role set: a server without a role whitelist) or ids joined "
+            "by ','"
         ),
         parse=parse_whitelist_key,
     ),

@@ -32,7 +32,9 @@ class WhitelistDecision:
 
     `role_allowed` is None when the server restricts by role but the caller did
     not know the member's roles; it must look them up and ask again.
-    `persona_ids` empty means every persona may answer.
+    `persona_ids` empty means every persona may answer. `restricts_by_role`
+    False means the answer is the same for every member (the server keeps no
+    role whitelist), so one cached answer serves every role set.
     """
 
     server_known: bool
@@ -42,6 +44,7 @@ class WhitelistDecision:
     inherited_from_parent: bool
     persona_ids: tuple[int, ...]
     cooldown: CooldownOverride | None
+    restricts_by_role: bool
 
     @property
     def allowed(self) -> bool | None:
@@ -67,6 +70,7 @@ UNKNOWN_SERVER_DECISION = WhitelistDecision(
     inherited_from_parent=False,
     persona_ids=(),
     cooldown=None,
+    restricts_by_role=False,
 )
 
 
@@ -85,14 +89,16 @@ def load_whitelist_decision(
     cooldown = None
     if row is not None and row.cooldown_type != CooldownType.NONE:
         cooldown = CooldownOverride(row.cooldown_type, row.cooldown_seconds)
+    allowed_roles = _allowed_roles(server.pk)
     return WhitelistDecision(
         server_known=True,
         whitelist_enabled=server.channel_whitelist_enabled,
         channel_allowed=not server.channel_whitelist_enabled or row is not None,
-        role_allowed=_role_allowed(server.pk, role_ids),
+        role_allowed=_role_allowed(allowed_roles, role_ids),
         inherited_from_parent=inherited,
         persona_ids=tuple(sorted(p.pk for p in row.personas.all())) if row else (),
         cooldown=cooldown,
+        restricts_by_role=bool(allowed_roles),
     )
 
 
@@ -117,12 +123,15 @@ def _whitelisted_row(
     return None, False
 
 
-def _role_allowed(server_id: int, role_ids: Collection[int] | None) -> bool | None:
-    allowed = set(
+def _allowed_roles(server_id: int) -> set[int]:
+    return set(
         WhitelistedRole.objects.filter(server_id=server_id).values_list(
             "role_disc_id", flat=True
         )
     )
+
+
+def _role_allowed(allowed: set[int], role_ids: Collection[int] | None) -> bool | None:
     if not allowed:
         return True  # the server does not restrict by role
     if role_ids is None:

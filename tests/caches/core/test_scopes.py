@@ -221,3 +221,33 @@ def test_a_grouping_must_name_scopes_of_keys():
             maxsize=10,
             scopes={"c": lambda k: (k,), "server": Within("c", "c", parent=str)},
         )
+
+
+def test_rekey_moves_a_live_value_and_its_index_entries(fake_clock):
+    from tests.caches.core.test_lazy_deletion import check_bookkeeping
+
+    c = BoundedTTLCache(
+        "grouped",
+        maxsize=10,
+        ttl=60,
+        clock=fake_clock,
+        scopes={
+            "channel": lambda key: ((key[0], key[1]),),
+            "server": Within("channel", parent=lambda channel: channel[0]),
+        },
+    )
+    c.set((1, 10, "roles"), "answer")
+    fake_clock.advance(30)
+    assert c.rekey((1, 10, "roles"), (1, 10, "*"))
+    assert c.keys() == [(1, 10, "*")] and c.peek((1, 10, "*")) == "answer"
+    check_bookkeeping(c)
+    fake_clock.advance(45)  # the moved value has a fresh deadline
+    assert c.peek((1, 10, "*")) == "answer"
+    assert c.invalidate_scope("server", 1) == 1
+    # Nothing to move: absent, dropped or expired keys bring nothing back.
+    assert not c.rekey((1, 10, "roles"), (1, 10, "*"))
+    c.set((2, 20, "roles"), "old")
+    fake_clock.advance(61)
+    assert not c.rekey((2, 20, "roles"), (2, 20, "*"))
+    assert len(c) == 0
+    check_bookkeeping(c)

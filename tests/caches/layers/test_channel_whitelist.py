@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from django.db import OperationalError
 
@@ -14,8 +16,21 @@ from caches.layers.channel_whitelist import (
 from caches.registry import registry
 from tomori.models import CooldownType
 from tomori.repositories import channels as channels_repo
+from tomori.repositories.channels import WhitelistDecision
 
 pytestmark = pytest.mark.django_db
+
+#: A decision that depends on the member's roles (kept per role set).
+RESTRICTED = WhitelistDecision(
+    server_known=True,
+    whitelist_enabled=True,
+    channel_allowed=True,
+    role_allowed=True,
+    inherited_from_parent=False,
+    persona_ids=(),
+    cooldown=None,
+    restricts_by_role=True,
+)
 
 TTL = 5 * 60.0
 CHANNEL, OTHER, THREAD = 111, 222, 333
@@ -97,6 +112,7 @@ def test_key_is_a_compact_tuple_independent_of_role_order():
         ("1:22::?", (1, 22, 0, None)),
         ("1:22:0:-", (1, 22, 0, frozenset())),
         (" 1:22::- ", (1, 22, 0, frozenset())),
+        ("1:22:3:*", (1, 22, 3, channel_whitelist.ANY_ROLES)),
     ],
 )
 def test_operator_keys_parse_to_cache_keys(text, key):
@@ -111,6 +127,7 @@ def test_malformed_operator_keys_are_rejected(text):
 
 def test_operator_key_invalidates_the_entry_it_names(run, guarded):
     server, _ = guarded
+    channels_repo.whitelist_role_add(server_id=server.id, role_disc_id=7)
     status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[5, 3])
     status(run, server, THREAD, parent_disc_id=CHANNEL)
     key = registry.parse_key(
@@ -144,6 +161,7 @@ def test_entry_expires_after_ttl(run, guarded, count_calls, clock):
 
 def test_channel_op_drops_the_channel_and_its_threads_only(run, guarded):
     server, _ = guarded
+    channels_repo.whitelist_role_add(server_id=server.id, role_disc_id=5)
     status(run, server, CHANNEL, role_ids=[])
     status(run, server, CHANNEL, role_ids=[5])
     status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[])
@@ -192,10 +210,58 @@ async def test_stored_keys_share_one_role_set_per_distinct_roles(monkeypatch) ->
     from caches.layers import channel_whitelist as layer
 
     async def decide(*_args, **_kw):  # type: ignore[no-untyped-def]
-        return "decision"
+        return RESTRICTED
 
     monkeypatch.setattr(layer, "run_db", decide)
     await layer.get_cached_whitelist_status(1, 10, role_ids=[3, 2, 1])
     await layer.get_cached_whitelist_status(1, 11, role_ids=(1, 2, 3))
     keys = layer._cache.keys_in_scope("server", 1)
     assert len(keys) == 2 and keys[0][3] is keys[1][3] == frozenset({1, 2, 3})
+
+
+def test_a_server_without_role_whitelist_keeps_one_answer_per_channel(
+    run, guarded, count_calls
+):
+    server, _ = guarded
+    loads = count_calls(channels_repo, "load_whitelist_decision")
+    for roles in ([1], [2, 3], [], None):
+        assert status(run, server, CHANNEL, role_ids=roles).allowed
+    assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[4]).allowed
+    # One load and one "*" entry per channel, whatever the members' roles.
+    assert loads.calls == 2
+    assert sorted(channel_whitelist._cache.keys()) == [
+        (server.server_disc_id, CHANNEL, 0, channel_whitelist.ANY_ROLES),
+        (server.server_disc_id, THREAD, CHANNEL, channel_whitelist.ANY_ROLES),
+    ]
+    stats = channel_whitelist._cache.stats()
+    assert (stats["hits"], stats["misses"]) == (3, 2)  # one count per question
+    # The thread's "*" entry belongs to its parent channel's scope too.
+    assert (
+        registry.apply("channel_whitelist", "channel", server.server_disc_id, CHANNEL)
+        == 2
+    )
+
+
+def test_a_server_with_a_role_whitelist_keeps_answers_per_role_set(run, guarded):
+    server, _ = guarded
+    channels_repo.whitelist_role_add(server_id=server.id, role_disc_id=7)
+    assert status(run, server, CHANNEL, role_ids=[7]).allowed is True
+    assert status(run, server, CHANNEL, role_ids=[8]).allowed is False
+    assert status(run, server, CHANNEL, role_ids=[7]).allowed is True  # a hit
+    stored = channel_whitelist._cache.keys()
+    assert {key[3] for key in stored} == {frozenset({7}), frozenset({8})}
+
+
+async def test_an_answer_dropped_during_its_load_is_not_kept_under_any_roles(
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    from caches.layers import channel_whitelist as layer
+
+    async def decide(*_args, **_kw):  # type: ignore[no-untyped-def]
+        layer.invalidate_server_whitelist(1)  # a save lands mid-load
+        return dataclasses.replace(RESTRICTED, restricts_by_role=False)
+
+    monkeypatch.setattr(layer, "run_db", decide)
+    decision = await layer.get_cached_whitelist_status(1, 10, role_ids=[3])
+    assert not decision.restricts_by_role
+    assert len(layer._cache) == 0

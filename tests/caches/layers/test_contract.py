@@ -69,6 +69,7 @@ from tomori.repositories import spotlight as spotlight_repo
 from tomori.repositories import sprites as sprites_repo
 from tomori.repositories import users as users_repo
 from tomori.repositories import webhooks as webhooks_repo
+from tomori.repositories.channels import WhitelistDecision
 
 load_all()  # every layer module registers its layer
 
@@ -123,10 +124,23 @@ def _emoji_sticker(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
 
 
 def _channel_whitelist(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
+    # Answers that depend on the roles: one entry per role set, as the cases
+    # need (an answer for every role set is kept once, under "*").
     mp.setattr(
         channels_repo,
         "load_whitelist_decision",
-        lambda **kw: loads(f"decision {kw['channel_disc_id']}"),
+        lambda **kw: loads(
+            WhitelistDecision(
+                server_known=True,
+                whitelist_enabled=True,
+                channel_allowed=True,
+                role_allowed=True,
+                inherited_from_parent=False,
+                persona_ids=(kw["channel_disc_id"],),
+                cooldown=None,
+                restricts_by_role=True,
+            )
+        ),
     )
 
     async def read(i: int) -> Any:
