@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from sys import intern
 
 from django.db import transaction
 from django.utils import timezone
@@ -100,7 +101,7 @@ def _kinds(emoji: bool, sticker: bool) -> list[tuple[str, bool]]:
 def _record(row: ServerExpression) -> ExpressionRecord:
     return ExpressionRecord(
         expression_disc_id=row.expression_disc_id,
-        kind=row.kind,
+        kind=intern(row.kind),  # two distinct kinds across every cached row
         name=row.name,
         animated=row.animated,
         description=row.description,

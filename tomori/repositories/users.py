@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from tomori.models import PrivacyLevel, User, UserBlacklist
@@ -29,11 +30,18 @@ class UserRecord:
 
 
 def user_record(user: User) -> UserRecord:
-    """Return the immutable snapshot of a user row."""
+    """Return the immutable snapshot of a user row.
+
+    The language code is interned: a few distinct codes across the tens of
+    thousands of cached users, one string object each instead of one per row.
+    """
     return UserRecord(
         id=user.pk,
         user_disc_id=user.user_disc_id,
-        **{name: getattr(user, name) for name in USER_FIELDS},
+        username=user.username,
+        privacy_level=user.privacy_level,
+        language=intern(user.language),
+        personal_memories_enabled=user.personal_memories_enabled,
     )
 
 

@@ -55,10 +55,18 @@ class ScopeFilters(TypedDict, total=False):
     limit: int | None
 
 
+#: The scope words as the index keeps them: one object per word, not one
+#: per indexed owner (each `split` makes a new "user" or "server").
+_SCOPE_WORDS = {k.USER: k.USER, k.SERVER: k.SERVER}
+
+
 def _owner_scope(key: str) -> tuple[tuple[str, str], ...]:
     """Return ((scope, owner),) of `shortterm:{scope}:{owner}:{channel}[...]`."""
     parts = key.split(":", 4)
-    return ((parts[1], parts[2]),) if len(parts) >= 4 else ()
+    if len(parts) < 4:
+        return ()
+    word = parts[1]
+    return ((_SCOPE_WORDS.get(word, word), parts[2]),)
 
 
 def _channel_scope(key: str) -> tuple[str, ...]:

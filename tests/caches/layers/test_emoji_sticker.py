@@ -147,3 +147,11 @@ def test_needs_sync_rules():
     assert needs_sync(recent, guild_of(6, 1), now=now)
     assert needs_sync(recent, guild_of(3, 4), now=now)
     assert needs_sync(recent, guild, now=now + timedelta(hours=24))
+
+
+def test_cached_rows_share_one_kind_string(run, make_server):
+    server = make_server()
+    entry = run(load_emoji_sticker_cache, server.id, guild=guild_of(3, 2))
+    emojis, stickers = expressions_of(entry)
+    assert len({id(row.kind) for row in emojis}) == 1
+    assert len({id(row.kind) for row in stickers}) == 1

@@ -151,3 +151,11 @@ def test_row_read_raises_on_database_error(run, db_down):
     with pytest.raises(OperationalError):
         run(get_cached_user_row, 5)
     assert len(registry.get("user")) == 0
+
+
+def test_cached_rows_share_one_language_string(run, make_user):
+    # Each row read from the database carries its own "en"; cached rows keep one.
+    first, second = make_user(language="en"), make_user(language="en")
+    one = run(get_cached_user_row, first.user_disc_id)
+    two = run(get_cached_user_row, second.user_disc_id)
+    assert one.language == "en" and one.language is two.language

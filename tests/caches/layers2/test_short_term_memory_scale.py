@@ -159,6 +159,9 @@ def _check_index(store: ShortTermMemoryStore) -> None:
         assert set(owners) == {k for k in keys if k.split(":")[1:3] == parts[1:3]}
         channel = store.cache.keys_in_scope(CHANNEL, parts[3])
         assert set(channel) == {k for k in keys if k.split(":")[3] == parts[3]}
+    # Every indexed owner holds one shared object per scope word.
+    words = {id(scope) for scope, _owner in store.cache.scope_members(OWNER)}
+    assert len(words) == len({scope for scope, _ in store.cache.scope_members(OWNER)})
 
 
 @db
