@@ -50,6 +50,7 @@ from typing import Any
 import discord
 
 from metrics.prometheus.buckets import TurnTimings
+from tomori.bot import shared_strings
 from tomori.bot.pipeline import MessagePipeline
 from tomori.bot.pipeline import discord_events as events
 from tomori.bot.pipeline.waiting import CountWaiters
@@ -91,6 +92,8 @@ class TomoriClientMixin:
     def _setup_tomori(
         self, pipeline: MessagePipeline, before_identify: IdentifyHook | None
     ) -> None:
+        # Before any gateway event: members' presence strings are shared.
+        shared_strings.install()
         self.pipeline = pipeline
         self.ready_event = asyncio.Event()
         self.counters = Counter()
