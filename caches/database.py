@@ -125,10 +125,17 @@ class DatabaseCalls:
 
 
 def _drop_broken_connections() -> None:
-    """Close this thread's connections that an error left unusable (they never reconnect)."""
+    """Close this thread's connections that an error left unusable (they never reconnect).
+
+    Best effort, on the way out of a failed call: a failure here is logged,
+    never raised, so the caller sees the database error that happened.
+    """
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block:
-            conn.close_if_unusable_or_obsolete()
+            try:
+                conn.close_if_unusable_or_obsolete()
+            except Exception:
+                logger.debug("database: could not check connection %s", conn.alias)
 
 
 _calls = DatabaseCalls()

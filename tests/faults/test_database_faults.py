@@ -108,3 +108,24 @@ async def test_batches_refused_by_the_database_are_kept_until_it_is_back(
     assert in_memory[stm.user_short_term_memory_key(1, 70)] == 4
     assert in_memory[stm.server_short_term_memory_key(7, 70)] == 20
     assert await run_db(_stored_turns) == in_memory
+
+
+@db
+async def test_a_failing_connection_check_does_not_hide_the_callers_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import InterfaceError, OperationalError
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    def failing_query() -> None:
+        _select_one()  # the thread's connection is open
+        raise OperationalError("server closed the connection unexpectedly")
+
+    def broken_check(self: BaseDatabaseWrapper) -> None:
+        raise InterfaceError("connection already closed")
+
+    monkeypatch.setattr(
+        BaseDatabaseWrapper, "close_if_unusable_or_obsolete", broken_check
+    )
+    with pytest.raises(OperationalError, match="closed the connection"):
+        await run_db(failing_query)
