@@ -158,14 +158,17 @@ class DurableWriter:
         self, entries: Sequence[ShortTermMemoryEntry], *, turns: int = 0
     ) -> None:
         """Queue `entries` in order, each like `submit_entry` (one store's keys)."""
-        pending, counts = self._pending, self._turns
+        pending = self._pending
         for entry in entries:
             slot = entry.key
-            pending.pop(slot, None)  # re-inserting moves it to the end
-            carried = counts.pop(slot, 0) if counts else 0
+            if slot in pending:
+                del pending[slot]  # re-inserting moves it to the end
             pending[slot] = entry
-            if carried + turns:
-                counts[slot] = carried + turns
+        if turns:
+            counts = self._turns
+            for entry in entries:
+                slot = entry.key
+                counts[slot] = counts.get(slot, 0) + turns
         if len(pending) > self.max_pending:
             self._enforce_cap()
         self._start()

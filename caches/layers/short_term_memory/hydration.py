@@ -78,6 +78,11 @@ class Hydrator:
 
     # ------------------------------------------------------------ touching
 
+    @property
+    def loading(self) -> bool:
+        """Tell whether any load runs (none: a write has nothing to touch)."""
+        return bool(self._keys.flights or self._scopes.flights)
+
     def touch(self, key: str) -> None:
         """Note a live write or clear of `key`: in-flight loads must not undo it."""
         # Marked, not detached: a caller that joins it reads the live entry.

@@ -160,12 +160,14 @@ class ShortTermMemoryStore:
         are taken when their batch is, so a key stored many times per batch
         converts once.
         """
-        touch, put = self.hydrator.touch, self.cache.set
+        hydrator = self.hydrator
+        if hydrator.loading:  # the warm path loads nothing: no touch then
+            for entry in entries:
+                hydrator.touch(entry.key)
+        put = self.cache.set
         crude, summarized = crude_ttl(), summary_ttl()
         for entry in entries:
-            key = entry.key
-            touch(key)
-            put(key, entry, summarized if entry.summary else crude)
+            put(entry.key, entry, summarized if entry.summary else crude)
         self.writer.submit_entries(entries, turns=turns)
 
     def _resident(
