@@ -26,8 +26,8 @@ the RSS). This script samples the worker's RSS with psutil every
 worker's /metrics for the messages received and processed, until
 --messages have been received; then it reads each cache's entries and
 sampled bytes estimate (`tomori_cache_estimated_bytes`, the estimator of
-metrics/cache_bytes.py run on the worker's loop: it counts a message shared
-by several entries once per entry, so it overstates short-term memory) and
+metrics/cache_bytes.py run on the worker's loop: an object several holders
+share is apportioned among them by its referrer count) and
 the same from `manage.py cache_stats --json`, stops the worker with SIGTERM
 and prints: the command and the load, RSS after each start-up step, at
 ready and peak, RSS at every 100,000 messages and the growth per 100,000
