@@ -69,7 +69,12 @@ def main() -> None:
     for key in keys:
         tomori_state._fresh.set(key, object())
         user._cache.set(key, None)
+        # Channel 5: an answer kept per role set (a server with a role
+        # whitelist); channel 6: one answer for every role set ("*"), which a
+        # build without that slot ignores (it finds the role-keyed entry).
         channel_whitelist._cache.set((key, 5, 0, None), True)
+        channel_whitelist._cache.set((key, 6, 0, None), True)
+        channel_whitelist._cache.set((key, 6, 0, "*"), True)
     later = timezone.now() + timedelta(hours=1)
     spot_keys = keys[:500]  # three entries each: within the 2,000 default cap
     for key in spot_keys:
@@ -89,8 +94,11 @@ def main() -> None:
             lambda k: drive(tomori_state.get_cached_tomori_state, k), keys
         ),
         "user_row": best_ns(lambda k: drive(user.get_cached_user_row, k), keys),
-        "whitelist": best_ns(
+        "whitelist_per_role_set": best_ns(
             lambda k: drive(channel_whitelist.get_cached_whitelist_status, k, 5), keys
+        ),
+        "whitelist_any_roles": best_ns(
+            lambda k: drive(channel_whitelist.get_cached_whitelist_status, k, 6), keys
         ),
         "spotlight_none": best_ns(lambda k: drive(spotlight, k, 1, 5), spot_keys),
         "spotlight_open_ended": best_ns(lambda k: drive(spotlight, k, 2, 5), spot_keys),

@@ -131,10 +131,10 @@ async def get_cached_whitelist_status(
     # Keys are built inline: a function call is a fair share of a hit.
     parent = parent_disc_id or NO_PARENT
     any_key: WhitelistKey = (server_disc_id, channel_disc_id, parent, ANY_ROLES)
-    decision = _cache.get(any_key)
+    decision = _cache.peek(any_key)  # uncounted: one question counts once
     if decision is not MISSING:
+        _cache.hits += 1
         return decision  # type: ignore[no-any-return]
-    _cache.misses -= 1  # one question: the role-keyed lookup counts it
     roles = None if role_ids is None else frozenset(role_ids)
     key = (server_disc_id, channel_disc_id, parent, roles)
     decision = cached(_cache, key)
