@@ -93,7 +93,10 @@ def fill_all(weights: list[float]) -> None:
         lambda g, i: (g, channel(g, i), 0, roles[i % 50] if i % 7 else i),
         weights,
     )
-    _fill(_map("user"), lambda g, i: (g, i) if i % 2 else i, weights)
+    # User rows to the cap, and each server's blacklist (one set per server).
+    _fill(_map("user"), lambda g, i: i, weights)
+    for guild in range(1, GUILDS + 1):
+        _map("user").set((guild, "*"), frozenset())
     for name in ("channel_llm", "channel_prompt"):
         _fill(_map(name), lambda g, i: (SERVER_ID_OFFSET + g, i), weights)
     _fill(

@@ -146,7 +146,12 @@ KNOBS: tuple[Knob, ...] = (
         "TTL of the user cache (user row, privacy level, blacklist sub-cache).",
         C,
     ),
-    _cap("USER_CACHE_MAX_ENTRIES", 50000, "user cache (one entry per user)", C),
+    _cap(
+        "USER_CACHE_MAX_ENTRIES",
+        50000,
+        "user cache (one entry per user row and one per server blacklist)",
+        C,
+    ),
     _minutes(
         "EMOJI_STICKER_CACHE_TTL_MINUTES",
         10,

@@ -2,10 +2,14 @@
 
 One map holds two kinds of entry: `user_disc_id -> UserRecord | None` (the
 row; None is a negative entry for an unknown user) and
-`(server_disc_id, user_disc_id) -> bool` (the blacklist sub-entries, keyed
-in the order the blacklist operation and its invalidation event take). Keeping
-them apart means refreshing or invalidating a row keeps the blacklist answers,
-and a blacklist change touches one sub-entry.
+`(server_disc_id, "*") -> frozenset` (the server's blacklist: the Discord
+ids of its blacklisted users, the one shared empty set for the servers that
+list nobody, which are most). A blacklist answer is membership in the
+server's set: one entry and one query per server, not one per member (the
+production scenario's 31,800 memberships filled the map to its cap with
+answers that were nearly all "no"). Keeping rows and blacklists apart means
+refreshing or invalidating a row keeps the blacklists, and a blacklist
+change drops one server's set.
 
 Fail closed: when the database cannot be read, privacy is the most
 restrictive level and the user counts as blacklisted, and neither guess is
@@ -17,7 +21,7 @@ have decided the turn).
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Final
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
@@ -43,12 +47,10 @@ from tomori.repositories.users import (
 NAME = "user"
 
 
-def _blacklist_user(key: object) -> tuple[int, ...]:
-    return (key[1],) if isinstance(key, tuple) else ()
+#: The second slot of a server's blacklist key (a user row's key is an int).
+EVERY_USER: Final = "*"
 
-
-def _blacklist_server(key: object) -> tuple[int, ...]:
-    return (key[0],) if isinstance(key, tuple) else ()
+BlacklistKey = tuple[int, str]
 
 
 CAP_SETTING = "USER_CACHE_MAX_ENTRIES"
@@ -58,24 +60,15 @@ _cache: BoundedTTLCache[Any, Any] = unbuilt(NAME)  # set by _build
 
 
 def _build(config: LayerSettings) -> BoundedTTLCache[Any, Any]:
-    """Build the one map of rows and blacklist answers from the layer's settings."""
+    """Build the one map of rows and server blacklists from the layer's settings."""
     global _cache
-    _cache = config.cache(
-        NAME,
-        cap=CAP_SETTING,
-        ttl=config.minutes(TTL_SETTING),
-        # Blacklist answers are keyed (server, user); user rows by the bare id.
-        scopes={
-            "blacklist_user": _blacklist_user,
-            "blacklist_server": _blacklist_server,
-        },
-    )
+    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
     return _cache
 
 
-def blacklist_cache_key(server_disc_id: int, user_disc_id: int) -> tuple[int, int]:
-    """Return the sub-entry key of a user's blacklist answer in one server."""
-    return (server_disc_id, user_disc_id)
+def blacklist_cache_key(server_disc_id: int) -> BlacklistKey:
+    """Return the key of a server's blacklist (the set of its blacklisted users)."""
+    return (server_disc_id, EVERY_USER)
 
 
 async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
@@ -103,69 +96,62 @@ async def get_cached_privacy_level(user_disc_id: int) -> int:
 
 async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) -> bool:
     """Tell whether the user is blacklisted in the server; True if the database fails."""
-    key = (server_disc_id, user_disc_id)  # blacklist_cache_key, inlined
+    key = (server_disc_id, EVERY_USER)  # blacklist_cache_key, inlined
     listed = cached(_cache, key)
-    if listed is not MISSING:
-        return listed  # type: ignore[no-any-return]
-    try:
-        return await _cache.get_or_load(  # type: ignore[no-any-return]
-            key,
-            lambda: run_db(
-                users_repo.is_user_blacklisted,
-                server_disc_id=server_disc_id,
-                user_disc_id=user_disc_id,
-            ),
-        )
-    except DB_ERRORS as exc:
-        database_failed(NAME, exc)
-        return True
+    if listed is MISSING:
+        try:
+            listed = await _cache.get_or_load(
+                key, lambda: run_db(users_repo.blacklisted_users, server_disc_id)
+            )
+        except DB_ERRORS as exc:
+            database_failed(NAME, exc)
+            return True
+    return user_disc_id in listed
 
 
-def invalidate_user_cache(user_disc_id: int, *, include_blacklist: bool = False) -> int:
-    """Drop the user's row (and, if asked, every blacklist answer); return removals."""
-    removed = _cache.invalidate(user_disc_id)
-    if include_blacklist:
-        removed += _cache.invalidate_scope("blacklist_user", user_disc_id)
-    return removed
+def invalidate_user_cache(user_disc_id: int) -> int:
+    """Drop the user's row (blacklists are the servers'); return removals."""
+    return _cache.invalidate(user_disc_id)
 
 
 def invalidate_user_blacklist_cache(server_disc_id: int, user_disc_id: int) -> int:
-    """Drop one blacklist answer (this user in this server); return removals."""
-    return _cache.invalidate(blacklist_cache_key(server_disc_id, user_disc_id))
+    """Drop the blacklist holding this user's answer (the server's); return removals."""
+    return invalidate_server_blacklist_cache(server_disc_id)
 
 
 def invalidate_server_blacklist_cache(server_disc_id: int) -> int:
-    """Drop every user's blacklist answer for this server; return removals."""
-    return _cache.invalidate_scope("blacklist_server", server_disc_id)
+    """Drop the server's blacklist (every user's answer there); return removals."""
+    return _cache.invalidate(blacklist_cache_key(server_disc_id))
 
 
 def parse_user_key(text: str) -> Hashable:
-    """Parse "user_disc_id" (the row) or "server_disc_id:user_disc_id" (a blacklist answer)."""
+    """Parse "user_disc_id" (the row), or "server_disc_id:*" (the server's blacklist).
+
+    "server_disc_id:user_disc_id" names the same blacklist: that user's
+    answer lives in the server's set.
+    """
     first, sep, second = text.strip().partition(":")
     if not sep:
         return parse_int(first)
-    return blacklist_cache_key(parse_int(first), parse_int(second))
+    if second.strip() != EVERY_USER:
+        parse_int(second)  # a user id: checked, then answered by the server's set
+    return blacklist_cache_key(parse_int(first))
 
 
-async def _reload(key: int | tuple[int, int]) -> Any:
+async def _reload(key: int | BlacklistKey) -> Any:
     if isinstance(key, tuple):
-        server_disc_id, user_disc_id = key
-        return await run_db(
-            users_repo.is_user_blacklisted,
-            server_disc_id=server_disc_id,
-            user_disc_id=user_disc_id,
-        )
+        return await run_db(users_repo.blacklisted_users, key[0])
     return await run_db(users_repo.get_user_by_disc_id, key)
 
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("blacklist_server", "server_disc_id", scope="blacklist_server"),
-    description="User rows (privacy level) and per-server blacklist answers.",
+    guild=GuildScope("blacklist_server", "server_disc_id"),
+    description="User rows (privacy level) and per-server blacklists.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(
-        help="user_disc_id for the row, or server_disc_id:user_disc_id for a "
-        "blacklist answer",
+        help="user_disc_id for the row, or server_disc_id:* (also "
+        "server_disc_id:user_disc_id) for the server's blacklist",
         parse=parse_user_key,
         phrase=lambda u: f"user {u}",
     ),
@@ -175,14 +161,14 @@ LAYER = Layer(
         Operation(
             "blacklist",
             invalidate_user_blacklist_cache,
-            description="Drop one user's blacklist answer in one server.",
+            description="Drop the blacklist that answers for one user in one server.",
             phrase=lambda s, u: f"blacklist entry of user {u} in server {s}",
         ),
         Operation(
             "blacklist_server",
             invalidate_server_blacklist_cache,
-            description="Drop every user's blacklist answer in one server.",
-            phrase=lambda s: f"blacklist entries of server {s}",
+            description="Drop one server's blacklist.",
+            phrase=lambda s: f"blacklist of server {s}",
         ),
     ),
     mistaken_for=PopulationSpec("known users", population.known_users),

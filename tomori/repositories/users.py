@@ -51,11 +51,18 @@ def get_user_by_disc_id(user_disc_id: int) -> UserRecord | None:
     return user_record(user) if user is not None else None
 
 
-def is_user_blacklisted(*, server_disc_id: int, user_disc_id: int) -> bool:
-    """Tell whether the user is blacklisted in the server (by Discord ids)."""
-    return UserBlacklist.objects.filter(
-        server__server_disc_id=server_disc_id, user__user_disc_id=user_disc_id
-    ).exists()
+#: The blacklist of a server that lists nobody (most): one shared empty set.
+NOBODY_BLACKLISTED: frozenset[int] = frozenset()
+
+
+def blacklisted_users(server_disc_id: int) -> frozenset[int]:
+    """Return the Discord ids of the users blacklisted in the server."""
+    listed = frozenset(
+        UserBlacklist.objects.filter(server__server_disc_id=server_disc_id).values_list(
+            "user__user_disc_id", flat=True
+        )
+    )
+    return listed or NOBODY_BLACKLISTED
 
 
 # Writes.

@@ -104,11 +104,11 @@ def _tomori_state(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
 
 def _user(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
     mp.setattr(users_repo, "get_user_by_disc_id", lambda i: loads(f"user {i}"))
-    mp.setattr(users_repo, "is_user_blacklisted", lambda **_: loads(False))
+    mp.setattr(users_repo, "blacklisted_users", lambda s: loads(frozenset({s + 1})))
 
     async def read(i: int) -> Any:
-        if i % 2:  # odd entries are blacklist answers, even ones user rows
-            return await user.get_cached_blacklist_status(1, i)
+        if i % 2:  # odd entries are servers' blacklists, even ones user rows
+            return await user.get_cached_blacklist_status(i, 7)
         return await user.get_cached_user_row(i)
 
     return read
@@ -298,7 +298,7 @@ CLEAR, PRESERVE = EmergencyPolicy.CLEAR, EmergencyPolicy.PRESERVE
 
 CASES: dict[str, Case] = {
     "tomori_state": Case(CLEAR, True, "123", 123, _tomori_state),
-    "user": Case(CLEAR, True, "5:9", (5, 9), _user),
+    "user": Case(CLEAR, True, "5:*", (5, "*"), _user),
     "emoji_sticker": Case(CLEAR, True, "7", 7, _emoji_sticker),
     "channel_whitelist": Case(
         CLEAR, True, "1:22:3:9,4", (1, 22, 3, frozenset({4, 9})), _channel_whitelist

@@ -72,38 +72,69 @@ def test_refreshing_the_row_keeps_blacklist_answers(
     row, server = make_user(), make_server()
     run(get_cached_user_row, row.user_disc_id)
     run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
-    calls = count_calls(users_repo, "is_user_blacklisted")
+    calls = count_calls(users_repo, "blacklisted_users")
     assert registry.apply("user", "key", row.user_disc_id) == 1
     run(get_cached_user_row, row.user_disc_id)
     run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
     assert calls.calls == 0
 
 
-def test_blacklist_op_touches_one_sub_entry(run, make_user, make_server):
+def test_a_server_keeps_one_blacklist_whatever_its_members(
+    run, make_user, make_server, count_calls, django_assert_num_queries
+):
+    users = [make_user() for _ in range(4)]
+    banned_in, quiet = make_server(), make_server()
+    users_repo.user_blacklist_add(server_id=banned_in.id, user_id=users[0].id)
+    calls = count_calls(users_repo, "blacklisted_users")
+    answers = {
+        (server.server_disc_id, u.user_disc_id): run(
+            get_cached_blacklist_status, server.server_disc_id, u.user_disc_id
+        )
+        for server in (banned_in, quiet)
+        for u in users
+    }
+    assert [key for key, listed in answers.items() if listed] == [
+        (banned_in.server_disc_id, users[0].user_disc_id)
+    ]
+    # One load and one entry per server: its set of blacklisted users.
+    assert calls.calls == 2
+    cache = user_layer._cache
+    assert cache.peek(user_layer.blacklist_cache_key(banned_in.server_disc_id)) == {
+        users[0].user_disc_id
+    }
+    empty = cache.peek(user_layer.blacklist_cache_key(quiet.server_disc_id))
+    assert empty == frozenset() and empty is users_repo.NOBODY_BLACKLISTED
+    assert len(cache) == 2
+    with django_assert_num_queries(0):
+        assert not run(get_cached_blacklist_status, quiet.server_disc_id, 999)
+
+
+def test_blacklist_op_drops_the_servers_set_only(run, make_user, make_server):
     row, a, b = make_user(), make_server(), make_server()
     run(get_cached_user_row, row.user_disc_id)
     run(get_cached_blacklist_status, a.server_disc_id, row.user_disc_id)
     run(get_cached_blacklist_status, b.server_disc_id, row.user_disc_id)
     users_repo.user_blacklist_add(server_id=a.id, user_id=row.id)
     assert registry.apply("user", "blacklist", a.server_disc_id, row.user_disc_id) == 1
-    assert len(registry.get("user")) == 2  # the row and server b's answer stay
+    assert len(registry.get("user")) == 2  # the row and server b's blacklist stay
     assert run(get_cached_blacklist_status, a.server_disc_id, row.user_disc_id)
 
 
-def test_a_blacklist_answer_is_keyed_in_the_order_its_operation_takes(
-    run, make_user, make_server
-):
+def test_operator_keys_name_a_row_or_a_servers_blacklist(run, make_user, make_server):
     from caches.invalidation.describe import describe_event
     from caches.rules import USER_BLACKLIST, event
 
     row, server = make_user(), make_server()
     server_id, user_id = server.server_disc_id, row.user_disc_id
     run(get_cached_blacklist_status, server_id, user_id)
-    key = user_layer.blacklist_cache_key(server_id, user_id)
-    assert key == (server_id, user_id) and user_layer._cache.get(key) is False
-    # The operator types the key in the same order, and so reaches the same entry.
+    key = user_layer.blacklist_cache_key(server_id)
+    assert key == (server_id, "*") and user_layer._cache.get(key) == frozenset()
+    # "server:*" names the blacklist; "server:user" the same one (its answer).
+    assert registry.parse_key("user", f"{server_id}:*") == key
     assert registry.parse_key("user", f"{server_id}:{user_id}") == key
-    # The rule's event, its phrase and the operation all read (server, user).
+    assert registry.parse_key("user", str(user_id)) == user_id
+    with pytest.raises(ValueError):
+        registry.parse_key("user", f"{server_id}:x")
     blacklist = event(USER_BLACKLIST, server_id, user_id)
     assert describe_event(blacklist) == (
         f"blacklist entry of user {user_id} in server {server_id}"
@@ -119,26 +150,38 @@ def test_blacklist_server_op_drops_that_server_for_every_user(
     for u in users:
         run(get_cached_blacklist_status, a.server_disc_id, u.user_disc_id)
         run(get_cached_blacklist_status, b.server_disc_id, u.user_disc_id)
-    assert registry.apply("user", "blacklist_server", a.server_disc_id) == 3
+    assert registry.apply("user", "blacklist_server", a.server_disc_id) == 1
     cache = user_layer._cache
     key = user_layer.blacklist_cache_key
-    assert all(
-        cache.get(key(a.server_disc_id, u.user_disc_id)) is MISSING for u in users
-    )
-    assert all(cache.get(key(b.server_disc_id, u.user_disc_id)) is False for u in users)
+    assert cache.get(key(a.server_disc_id)) is MISSING
+    assert cache.get(key(b.server_disc_id)) == frozenset()
 
 
-def test_invalidate_user_cache_can_include_blacklist(run, make_user, make_server):
+async def test_a_blacklist_changed_during_its_load_is_not_kept(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    async def stale_read(*_args, **_kw):  # type: ignore[no-untyped-def]
+        # A user is blacklisted (and the server's set dropped) mid-read.
+        user_layer.invalidate_user_blacklist_cache(1, 5)
+        return frozenset()
+
+    monkeypatch.setattr(user_layer, "run_db", stale_read)
+    assert not await get_cached_blacklist_status(1, 5)
+    assert len(user_layer._cache) == 0
+
+
+def test_invalidate_user_cache_keeps_the_servers_blacklists(
+    run, make_user, make_server
+):
     row, server = make_user(), make_server()
     run(get_cached_user_row, row.user_disc_id)
     run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
-    assert invalidate_user_cache(row.user_disc_id, include_blacklist=True) == 2
+    assert invalidate_user_cache(row.user_disc_id) == 1
+    assert len(user_layer._cache) == 1
 
 
 def test_database_error_fails_closed_and_caches_nothing(run, make_user, db_down):
     row = make_user(privacy_level=PrivacyLevel.OPEN)
     db_down(users_repo, "get_user_by_disc_id")
-    db_down(users_repo, "is_user_blacklisted")
+    db_down(users_repo, "blacklisted_users")
     assert run(get_cached_privacy_level, row.user_disc_id) == PrivacyLevel.RESTRICTED
     assert run(get_cached_blacklist_status, 1, row.user_disc_id) is True
     assert len(registry.get("user")) == 0
