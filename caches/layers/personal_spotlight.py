@@ -12,10 +12,10 @@ whose ids match exactly (channel 12 never matches channel 123).
 from __future__ import annotations
 
 from collections.abc import Hashable
+from time import time
 from typing import Any
 
 from caches.core import MISSING, BoundedTTLCache, Within
-from caches.core.clock import utc_now
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -121,9 +121,12 @@ async def get_cached_personal_spotlight_status(
             key, lambda: _load_status(server_id, user_id, channel_disc_id)
         )
     # An open-ended spotlight (the usual one) needs no clock read.
-    if record is None or record.expires_at is None:
+    if record is None:
+        return None
+    expires = record.expires_ts
+    if expires is None:
         return record
-    if record.is_expired(utc_now()):
+    if expires <= time():  # SpotlightRecord.is_expired, on POSIX seconds
         _results.invalidate(key)  # the next read lets the repository delete it
         return None
     return record

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Q
@@ -13,10 +13,20 @@ from tomori.models import PersonalSpotlight
 
 @dataclass(frozen=True, slots=True)
 class SpotlightRecord:
-    """A user's active spotlight in a channel: the persona, until when."""
+    """A user's active spotlight in a channel: the persona, until when.
+
+    `expires_ts` is `expires_at` as POSIX seconds (None: open-ended), kept so
+    that a cache hit checks the expiry against `time.time()` instead of
+    building an aware datetime per read.
+    """
 
     persona_id: int | None
     expires_at: datetime | None
+    expires_ts: float | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        stamp = None if self.expires_at is None else self.expires_at.timestamp()
+        object.__setattr__(self, "expires_ts", stamp)
 
     def is_expired(self, now: datetime) -> bool:
         """Tell whether the spotlight has run out at `now`."""
