@@ -16,19 +16,14 @@ from caches.layers.channel_whitelist import (
 from caches.registry import registry
 from tomori.models import CooldownType
 from tomori.repositories import channels as channels_repo
-from tomori.repositories.channels import WhitelistDecision
 
 pytestmark = pytest.mark.django_db
 
 #: A decision that depends on the member's roles (kept per role set).
-RESTRICTED = WhitelistDecision(
+RESTRICTED = dataclasses.replace(
+    channels_repo.UNKNOWN_SERVER_DECISION,
     server_known=True,
     whitelist_enabled=True,
-    channel_allowed=True,
-    role_allowed=True,
-    inherited_from_parent=False,
-    persona_ids=(),
-    cooldown=None,
     restricts_by_role=True,
 )
 
