@@ -197,6 +197,11 @@ class ShortTermMemoryStore:
         persona: int | None,
     ) -> list[ShortTermMemoryEntry]:
         """Return `values` with each None (nothing stored) as a fresh entry."""
+        for value in values:
+            if value is None:
+                break
+        else:
+            return values  # type: ignore[return-value]  # the warm path: all stored
         bases = []
         for (scope, key), value in zip(targets, values, strict=True):
             if value is None:
