@@ -135,7 +135,11 @@ def _drop_broken_connections() -> None:
             try:
                 conn.close_if_unusable_or_obsolete()
             except Exception:
-                logger.debug("database: could not check connection %s", conn.alias)
+                logger.warning(
+                    "database: could not check connection %s after a failed call",
+                    conn.alias,
+                    exc_info=True,
+                )
 
 
 _calls = DatabaseCalls()

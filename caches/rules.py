@@ -84,7 +84,6 @@ def event(op: EventOp, *args: Any) -> Event:
 # import: a renamed or missing operation fails the import, not a later save.
 STATE_KEY = tomori_state.LAYER.op("key")
 USER_KEY = user.LAYER.op("key")
-USER_BLACKLIST = user.LAYER.op("blacklist")
 USER_BLACKLIST_SERVER = user.LAYER.op("blacklist_server")
 EXPRESSIONS_KEY = emoji_sticker.LAYER.op("key")
 WHITELIST_SERVER = channel_whitelist.LAYER.op("server")
@@ -184,9 +183,9 @@ def _persona_rules() -> list[Rule]:
 
 def _user_rules() -> list[Rule]:
     def blacklist(row: Row, look: Lookup) -> list[Event]:
-        server = look.server_disc_id(row["server_id"])
-        user_disc_id = look.user_disc_id(row["user_id"])
-        return [event(USER_BLACKLIST, server, user_disc_id)]
+        # A server's blacklist is one entry: the server alone names it (no
+        # user lookup, which a cascade that deleted the user would defeat).
+        return [event(USER_BLACKLIST_SERVER, look.server_disc_id(row["server_id"]))]
 
     return [
         Rule(

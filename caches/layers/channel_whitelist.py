@@ -146,9 +146,11 @@ async def get_cached_whitelist_status(
     decision = await _cache.get_or_load(
         key, _loader(server_disc_id, channel_disc_id, parent_disc_id, roles)
     )
-    if not decision.restricts_by_role:
-        # One answer for every role set: keep it once, under "*". Only a
-        # stored answer moves (one a drop removed during the load stays gone).
+    if not decision.restricts_by_role and _cache.peek(key) is decision:
+        # One answer for every role set: keep it once, under "*". Only this
+        # load's stored answer moves: one a drop removed during the load stays
+        # gone, and a stale load must not move a newer load's answer (which
+        # may restrict by role) to where every role set reads it.
         _cache.rekey(key, any_key)
     return decision
 

@@ -27,10 +27,14 @@ _INSTALLED = "_tomori_shared_strings"
 
 
 def _share(status: ClientStatus) -> None:
-    status._status = intern(status._status)
+    # Only exact strings: intern refuses anything else, and an unexpected
+    # value from the gateway must not break the parse of its event.
+    value = status._status
+    if type(value) is str:
+        status._status = intern(value)
     for platform in _PLATFORMS:
         value = getattr(status, platform)
-        if value is not None:
+        if type(value) is str:
             setattr(status, platform, intern(value))
 
 

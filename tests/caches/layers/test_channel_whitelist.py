@@ -260,3 +260,39 @@ async def test_an_answer_dropped_during_its_load_is_not_kept_under_any_roles(
     decision = await layer.get_cached_whitelist_status(1, 10, role_ids=[3])
     assert not decision.restricts_by_role
     assert len(layer._cache) == 0
+
+
+async def test_a_stale_load_does_not_move_a_newer_answer_to_any_roles(
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from caches.layers import channel_whitelist as layer
+
+    open_answer = dataclasses.replace(RESTRICTED, restricts_by_role=False)
+    gates: list[asyncio.Event] = []
+
+    def loader(*_args):  # type: ignore[no-untyped-def]
+        first = not gates
+        gate = asyncio.Event()
+        gates.append(gate)
+
+        async def load():  # type: ignore[no-untyped-def]
+            await gate.wait()
+            # The first load read the rows before a role whitelist was added.
+            return open_answer if first else RESTRICTED
+
+        return load
+
+    monkeypatch.setattr(layer, "_loader", loader)
+    stale = asyncio.create_task(layer.get_cached_whitelist_status(1, 10, role_ids=[1]))
+    await asyncio.sleep(0)
+    layer.invalidate_server_whitelist(1)  # a WhitelistedRole is added mid-load
+    fresh = asyncio.create_task(layer.get_cached_whitelist_status(1, 10, role_ids=[1]))
+    await asyncio.sleep(0)
+    gates[1].set()
+    assert (await fresh).restricts_by_role
+    gates[0].set()
+    assert not (await stale).restricts_by_role  # its caller gets what it read
+    # The newer, role-restricted answer stays under its role set only.
+    assert layer._cache.keys() == [(1, 10, 0, frozenset({1}))]

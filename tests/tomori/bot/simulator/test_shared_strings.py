@@ -55,3 +55,8 @@ async def test_members_share_presence_strings(
     await sim.presence_update(user_id, status="idle", activities=[])
     _, after = await changed
     assert after.client_status._status is intern("idle")
+
+
+def test_a_value_that_is_no_string_is_kept_as_it_came(sharing: None) -> None:
+    status = ClientStatus(status="online", data={"desktop": 1, "web": "idle"})  # type: ignore[typeddict-item]
+    assert status.desktop == 1 and status.web is intern("idle")
