@@ -37,6 +37,7 @@ import django  # noqa: E402
 django.setup()
 
 from caches.layers import load_all  # noqa: E402
+from caches.layers import user as user_layer  # noqa: E402
 from caches.registry import registry  # noqa: E402
 
 load_all()
@@ -96,7 +97,7 @@ def fill_all(weights: list[float]) -> None:
     # User rows to the cap, and each server's blacklist (one set per server).
     _fill(_map("user"), lambda g, i: i, weights)
     for guild in range(1, GUILDS + 1):
-        _map("user").set((guild, "*"), frozenset())
+        _map("user").set(user_layer.blacklist_cache_key(guild), frozenset())
     for name in ("channel_llm", "channel_prompt"):
         _fill(_map(name), lambda g, i: (SERVER_ID_OFFSET + g, i), weights)
     _fill(

@@ -126,7 +126,7 @@ async def get_cached_personal_spotlight_status(
     expires = record.expires_ts
     if expires is None:
         return record
-    if expires <= time():  # SpotlightRecord.is_expired, on POSIX seconds
+    if expires <= time():  # run out (POSIX seconds: no datetime per read)
         _results.invalidate(key)  # the next read lets the repository delete it
         return None
     return record

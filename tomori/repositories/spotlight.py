@@ -28,10 +28,6 @@ class SpotlightRecord:
         stamp = None if self.expires_at is None else self.expires_at.timestamp()
         object.__setattr__(self, "expires_ts", stamp)
 
-    def is_expired(self, now: datetime) -> bool:
-        """Tell whether the spotlight has run out at `now`."""
-        return self.expires_at is not None and self.expires_at <= now
-
 
 def _unexpired(now: datetime) -> Q:
     return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
