@@ -42,7 +42,8 @@ line, --mallocstats SECONDS pymalloc's arenas and blocks
 Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
 behind (a backlog above --max-backlog at the end) or whose database thread
 could not keep up (more than 1% db_unavailable turns: those store nothing,
-so the RSS would read low) is a FAIL too: lower --rate.
+so the RSS would read low), or that shed messages (they fill no cache
+either: see PIPELINE_MAX_WAITING) is a FAIL too: lower --rate.
 """
 
 from __future__ import annotations
@@ -218,6 +219,7 @@ class Counts:
     received: int = 0
     processed: int = 0
     db_unavailable: int = 0
+    shed: int = 0
 
     @classmethod
     def read(cls, metrics: dict[str, Any]) -> Counts:
@@ -237,6 +239,11 @@ class Counts:
             received=total(metrics, "tomori_messages_received_total"),
             processed=processed,
             db_unavailable=int(unavailable),
+            shed=int(
+                metrics.get("tomori_messages_skipped_total", {}).get(
+                    (("reason", "shed"),), 0
+                )
+            ),
         )
 
 
@@ -509,7 +516,11 @@ def report(run: Run) -> bool:
     )
     for label, rss in run.steps.items():
         print(f"RSS after start-up step: {label}: {rss:.1f} MB")
-    print(f"RSS at ready {run.ready_rss:.1f} MB, peak {run.peak_rss:.1f} MB")
+    peak_at = max(run.samples, key=lambda sample: sample[1], default=(0, 0.0, 0))
+    print(
+        f"RSS at ready {run.ready_rss:.1f} MB, peak {run.peak_rss:.1f} MB"
+        f" (at {peak_at[0]:,} messages, backlog {peak_at[2]:,} then)"
+    )
     if run.simulator_command:
         print(
             f"simulator process RSS (not the worker's): peak {run.simulator_rss:.1f} MB"
@@ -571,6 +582,11 @@ def _bars(run: Run) -> bool:
             f"a healthy worker (db_unavailable turns <= {HEALTHY_SHARE:.0%})",
             run.counts.db_unavailable <= HEALTHY_SHARE * max(run.counts.processed, 1),
             f"{run.counts.db_unavailable:,} of {run.counts.processed:,}",
+        ),
+        (
+            "no message shed (a shed message fills no cache: the RSS would read low)",
+            run.counts.shed == 0,
+            f"{run.counts.shed:,} shed",
         ),
         ("clean exit on SIGTERM", run.exit_code == 0, f"exit {run.exit_code}"),
     ]
