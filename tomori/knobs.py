@@ -687,6 +687,26 @@ KNOBS: tuple[Knob, ...] = (
         maximum=1_000_000,
     ),
     Knob(
+        "PIPELINE_WORKERS",
+        "int",
+        512,
+        "Turns resolved at once; later messages wait in one queue (a slot "
+        "each, not a suspended turn).",
+        D,
+        minimum=1,
+        maximum=10_000,
+    ),
+    Knob(
+        "PIPELINE_MAX_WAITING",
+        "int",
+        5000,
+        "Messages that may wait for a turn worker; past it the oldest is shed "
+        "(counted, logged, kept in the history window).",
+        D,
+        minimum=1,
+        maximum=1_000_000,
+    ),
+    Knob(
         "DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS",
         "int",
         3600,
@@ -1039,6 +1059,8 @@ class Knobs:
     # Discord worker and sweepers
     DISCORD_TOKEN: str
     DISCORD_MAX_MESSAGES: int
+    PIPELINE_WORKERS: int
+    PIPELINE_MAX_WAITING: int
     DISCORD_MESSAGE_SWEEP_INTERVAL_SECONDS: int
     DISCORD_MESSAGE_LIFETIME_SECONDS: int
     DISCORD_MEMBER_SWEEP_INTERVAL_SECONDS: int

@@ -163,11 +163,13 @@ def turn_families(counters: Any, timings: Any) -> Iterator[Metric]:
         )
         skipped = CounterMetricFamily(
             "tomori_messages_skipped",
-            "Messages that were no turn (the bot's own, other bots and webhooks).",
+            "Messages that were no turn (the bot's own, other bots and webhooks, "
+            "and those shed after waiting past PIPELINE_MAX_WAITING).",
             labels=["reason"],
         )
         skipped.add_metric(["own"], counters.skipped_own)
         skipped.add_metric(["bot"], counters.skipped_bots)
+        skipped.add_metric(["shed"], counters.shed)
         yield skipped
         turns = CounterMetricFamily(
             "tomori_turns", "Turns resolved, by outcome.", labels=["outcome"]

@@ -143,13 +143,19 @@ def test_turn_latency_is_a_histogram_per_outcome(endpoint) -> None:  # type: ign
 
 def test_pipeline_counters_become_turn_and_message_counters(endpoint) -> None:  # type: ignore[no-untyped-def]
     counters = SimpleNamespace(
-        received=9, skipped_own=1, skipped_bots=2, errors=1, outcomes={"ok": 4, "dm": 1}
+        received=9,
+        skipped_own=1,
+        skipped_bots=2,
+        shed=1,
+        errors=1,
+        outcomes={"ok": 4, "dm": 1},
     )
     samples = scrape(
         endpoint(_worker(pipeline=SimpleNamespace(counters=counters))).endpoint.url
     )
     assert value(samples, "tomori_messages_received_total") == 9
     assert value(samples, "tomori_messages_skipped_total", reason="bot") == 2
+    assert value(samples, "tomori_messages_skipped_total", reason="shed") == 1
     assert value(samples, "tomori_turns_total", outcome="ok") == 4
     assert value(samples, "tomori_turns_total", outcome="dm") == 1
     assert value(samples, "tomori_pipeline_errors_total") == 1

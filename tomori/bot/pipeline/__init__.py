@@ -2,7 +2,8 @@
 
 pipeline = MessagePipeline(responder=RecordingResponder(), catalogs=catalogs)
 pipeline.attach(client)           # the bot's user and discord.py's message cache
-turn = await pipeline.handle(message)   # a ResolvedTurn, or None when skipped
+await pipeline.take(message)      # what on_message does: bounded, queued (intake)
+turn = await pipeline.handle(message)   # one turn: a ResolvedTurn, or None if skipped
 
 Generating a reply is out of scope: each turn ends in a pluggable responder
 (`tomori.bot.pipeline.responder`).

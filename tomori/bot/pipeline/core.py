@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -27,6 +27,7 @@ from tomori.bot.pipeline.history import (
     RecentMessages,
     resolve_history,
 )
+from tomori.bot.pipeline.intake import Intake
 from tomori.bot.pipeline.memory import MemoryStep
 from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
@@ -55,6 +56,7 @@ class PipelineCounters:
     turns: int = 0
     skipped_own: int = 0
     skipped_bots: int = 0
+    shed: int = 0  # waited past PIPELINE_MAX_WAITING (see `tomori.bot.pipeline.intake`)
     errors: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
 
@@ -66,6 +68,7 @@ class PipelineCounters:
             "turns": self.turns,
             "skipped_own": self.skipped_own,
             "skipped_bots": self.skipped_bots,
+            "shed": self.shed,
             "errors": self.errors,
             "outcomes": dict(self.outcomes),
         }
@@ -88,6 +91,8 @@ class MessagePipeline:
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         history_scan_limit: int = DEFAULT_SCAN_LIMIT,
         capture_short_term_memory: bool = True,
+        workers: int | None = None,
+        max_waiting: int | None = None,
     ) -> None:
         if responder is None:
             responder = RecordingResponder()
@@ -100,12 +105,23 @@ class MessagePipeline:
         self.history = RecentMessages(scan_limit=0)
         # The crude message count is read once: a Django setting read costs a
         # lazy-object lookup, and this runs on every turn.
-        crude = knobs().SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT
+        limits = knobs()
+        crude = limits.SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT
         self.memory = MemoryStep(capture=capture_short_term_memory, keep=crude - 1)
         self.counters = PipelineCounters()
         self.recent = RecentTurns()
         self._client: Any = None
         self._waiters = CountWaiters()
+        self.intake = Intake(
+            self._take_turn,
+            self._shed,
+            workers=limits.PIPELINE_WORKERS if workers is None else workers,
+            max_waiting=(
+                limits.PIPELINE_MAX_WAITING if max_waiting is None else max_waiting
+            ),
+        )
+        #: Told each turn's outcome and seconds from arrival (the client's histogram).
+        self.on_turn: Callable[[str, float], None] | None = None
 
     def attach(self, client: Any) -> None:
         """Read the bot's user from `client`; window what its message cache holds."""
@@ -126,6 +142,41 @@ class MessagePipeline:
         user = getattr(self._client, "user", None)
         return None if user is None else user.id
 
+    async def take(self, message: Any) -> None:
+        """Resolve `message` now if a turn worker is free, else queue it (bounded).
+
+        The client's entry point (see `tomori.bot.pipeline.intake`): each
+        turn's outcome and time since arrival go to `on_turn`.
+        """
+        self.counters.received += 1  # at arrival: a waiting message is received
+        await self.intake.take(message)
+
+    async def _take_turn(self, message: Any, arrived: float) -> None:
+        turn = await self.handle(message)  # looked up per call: benchmarks wrap it
+        on_turn = self.on_turn
+        if turn is not None and on_turn is not None:
+            on_turn(turn.outcome, perf_counter() - arrived)
+
+    def _shed(self, message: Any) -> None:
+        """Count `message` processed unanswered: it waited past the queue's bound."""
+        counters = self.counters
+        counters.shed += 1
+        self.history.add(message)  # in the window, like a skipped message
+        counters.processed += 1
+        self._waiters.notify(counters.processed)
+        if counters.shed & (counters.shed - 1) == 0:  # 1, 2, 4...: a trail, no flood
+            logger.warning(
+                "pipeline: %d message(s) shed so far: more than %d waited for "
+                "%d turn worker(s) (PIPELINE_MAX_WAITING, PIPELINE_WORKERS)",
+                counters.shed,
+                self.intake.max_waiting,
+                self.intake.workers,
+            )
+
+    def waiting(self) -> int:
+        """Return how many messages wait for a turn worker."""
+        return self.intake.waiting
+
     async def wait_processed(self, count: int, *, timeout: float | None = None) -> None:
         """Return once `count` messages have been processed (skipped ones included)."""
         await self._waiters.wait(self.counters.processed, count, timeout)
@@ -133,12 +184,12 @@ class MessagePipeline:
     async def handle(self, message: Any) -> ResolvedTurn | None:
         """Resolve one message and pass its turn on; None if skipped or failed.
 
+        Counts it processed (`take`, the client's entry, counted it received).
         Never raises (but for cancellation): errors are logged and counted. A
         database failure is not an error here: the turn ends db_unavailable
         (see `caches.db_outage` for how it is logged).
         """
         counters = self.counters
-        counters.received += 1
         started = perf_counter()
         self.history.add(message)  # every message, skipped ones too (the window)
         try:
