@@ -79,7 +79,7 @@ async def burst(messages: int, traced: bool) -> dict[str, Any]:
         await asyncio.sleep(0)
     traced1, rss1 = tracemalloc.get_traced_memory()[0], rss_mb()
     tasks = len(asyncio.all_tasks())
-    waiting = pipeline.waiting()
+    waiting = pipeline.intake.waiting
     tracemalloc.stop()
     hold.set()
     with contextlib.suppress(Exception):  # past its deadline: DatabaseUnavailable

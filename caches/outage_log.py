@@ -38,6 +38,11 @@ ErrorKey = tuple[str, str]
 _OTHER: ErrorKey = ("other errors", "")
 
 
+def on_log_trail(count: int) -> bool:
+    """Tell whether a running count is one to log (1, 2, 4, 8...): a trail, no flood."""
+    return count > 0 and count & (count - 1) == 0
+
+
 def error_key(exc: BaseException) -> ErrorKey:
     """Return what tells two errors apart: the type and the message's first line."""
     lines = str(exc).strip().splitlines()

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from caches.layers._support import run_db
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
 from caches.layers.short_term_memory.keys import USER
+from caches.outage_log import on_log_trail
 from tomori.knobs import knobs
 from tomori.repositories.memory import (
     DeleteKeys,
@@ -93,10 +94,6 @@ def _slot(write: MemoryWrite) -> Hashable:
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _is_power_of_two(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
 
 
 class DurableWriter:
@@ -185,7 +182,7 @@ class DurableWriter:
             del self._pending[slot]
             self._turns.pop(slot, None)
             self.dropped += 1
-            if _is_power_of_two(self.dropped):
+            if on_log_trail(self.dropped):
                 logger.error(
                     "short-term memory: over %d durable writes waiting for the "
                     "database; dropped the oldest (%d dropped so far)",
@@ -288,7 +285,7 @@ class DurableWriter:
     def _failed(self, count: int, error: Exception) -> None:
         self.failures += 1
         self._failing += 1
-        if _is_power_of_two(self._failing):
+        if on_log_trail(self._failing):
             # Only the type: the message may quote SQL with summaries in it.
             logger.warning(
                 "short-term memory: kept %d durable writes after a failed batch "

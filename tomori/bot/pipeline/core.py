@@ -19,6 +19,7 @@ from caches.layers.llm import ensure_llm_cache
 from caches.layers.persona_sprite import get_cached_prompt_sprites
 from caches.layers.tomori_state import TomoriState, get_cached_tomori_state
 from caches.layers.user import get_cached_blacklist_status
+from caches.outage_log import on_log_trail
 from caches.turn_notes import TurnNotes
 from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
@@ -164,7 +165,7 @@ class MessagePipeline:
         self.history.add(message)  # in the window, like a skipped message
         counters.processed += 1
         self._waiters.notify(counters.processed)
-        if counters.shed & (counters.shed - 1) == 0:  # 1, 2, 4...: a trail, no flood
+        if on_log_trail(counters.shed):
             logger.warning(
                 "pipeline: %d message(s) shed so far: more than %d waited for "
                 "%d turn worker(s) (PIPELINE_MAX_WAITING, PIPELINE_WORKERS)",
@@ -172,10 +173,6 @@ class MessagePipeline:
                 self.intake.max_waiting,
                 self.intake.workers,
             )
-
-    def waiting(self) -> int:
-        """Return how many messages wait for a turn worker."""
-        return self.intake.waiting
 
     async def wait_processed(self, count: int, *, timeout: float | None = None) -> None:
         """Return once `count` messages have been processed (skipped ones included)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,17 @@ async def bot(sim: SimulatedDiscord, seeded: dict[str, int]) -> AsyncIterator[Bo
     """Start the real TomoriClient on the simulator and wait for on_ready."""
     responder = RecordingResponder(keep_last=1000)
     pipeline = MessagePipeline(responder=responder)
+    async with running_client(sim, pipeline) as client:
+        yield Bot(client, pipeline, responder, sim)
+    await flush_pending_writes()
+    await sync_to_async(_close_connection)()  # the database thread's connection
+
+
+@asynccontextmanager
+async def running_client(
+    sim: SimulatedDiscord, pipeline: MessagePipeline
+) -> AsyncIterator[Any]:
+    """Run the real TomoriClient with `pipeline` on the simulator until on_ready; close it after."""
     with pointed_at(sim):
         client = build_client(
             pipeline=pipeline,
@@ -106,11 +118,11 @@ async def bot(sim: SimulatedDiscord, seeded: dict[str, int]) -> AsyncIterator[Bo
         )
         task = asyncio.create_task(client.start(TOKEN))
         await _until_ready(client, task)
-        yield Bot(client, pipeline, responder, sim)
-        await client.close()
-        await asyncio.wait_for(task, READY_TIMEOUT)
-    await flush_pending_writes()
-    await sync_to_async(_close_connection)()  # the database thread's connection
+        try:
+            yield client
+        finally:
+            await client.close()
+            await asyncio.wait_for(task, READY_TIMEOUT)
 
 
 def _close_connection() -> None:

@@ -8,6 +8,7 @@ how many run at once and what waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,17 +18,14 @@ import pytest
 from caches.layers.short_term_memory import flush_pending_writes
 from tests.tomori.bot.pipeline.conftest import (
     EVENT_TIMEOUT,
-    READY_TIMEOUT,
-    TOKEN,
-    _until_ready,
     human_member,
+    running_client,
     text_channel,
 )
-from tomori.bot.client import build_client, skip_identify_wait
 from tomori.bot.pipeline import MessagePipeline, ResolvedTurn
 from tomori.bot.pipeline.intake import Intake
 from tomori.bot.pipeline.responder import RecordingResponder
-from tomori.bot.simulator import SimulatedDiscord, World, pointed_at
+from tomori.bot.simulator import SimulatedDiscord, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,31 +68,18 @@ async def start_bot(
     sim: SimulatedDiscord, seeded: dict[str, int]
 ) -> AsyncIterator[Start]:
     """Start the real client with a gated responder and the given intake bounds."""
-    running: list[tuple[Any, asyncio.Task[None], Any]] = []
+    async with contextlib.AsyncExitStack() as stack:
 
-    async def start(*, workers: int, max_waiting: int) -> Any:
-        responder = GatedResponder()
-        pipeline = MessagePipeline(
-            responder=responder, workers=workers, max_waiting=max_waiting
-        )
-        context = pointed_at(sim)
-        context.__enter__()
-        client = build_client(
-            pipeline=pipeline,
-            before_identify_hook=skip_identify_wait,
-            guild_ready_timeout=0.05,
-        )
-        task = asyncio.create_task(client.start(TOKEN))
-        running.append((client, task, context))
-        await _until_ready(client, task)
-        return client
+        async def start(*, workers: int, max_waiting: int) -> Any:
+            responder = GatedResponder()
+            pipeline = MessagePipeline(
+                responder=responder, workers=workers, max_waiting=max_waiting
+            )
+            client = await stack.enter_async_context(running_client(sim, pipeline))
+            stack.callback(responder.gate.set)  # first at exit: held turns end
+            return client
 
-    yield start
-    for client, task, context in running:
-        client.pipeline.responder.gate.set()
-        await client.close()
-        await asyncio.wait_for(task, READY_TIMEOUT)
-        context.__exit__(None, None, None)
+        yield start
     await flush_pending_writes()
 
 
@@ -122,14 +107,14 @@ async def test_at_most_workers_turns_run_and_the_rest_wait_in_order(
     await responder.until_entered(2)
 
     assert responder.entered == ids[:2]  # two turns held, in arrival order
-    assert pipeline.waiting() == 4
+    assert pipeline.intake.waiting == 4
     assert pipeline.counters.received == 6 and pipeline.counters.processed == 0
 
     responder.gate.set()
     await pipeline.wait_processed(6, timeout=EVENT_TIMEOUT)
     assert responder.entered == ids  # the queue is served first in, first out
     assert responder.most_at_once == 2
-    assert pipeline.waiting() == 0 and pipeline.intake.active == 0
+    assert pipeline.intake.waiting == 0 and pipeline.intake.active == 0
     assert pipeline.counters.shed == 0
     observed = sum(sum(c.counts) for c in client.turn_timings.by_outcome.values())
     assert observed == 6  # every turn timed, the queued ones from their arrival
@@ -151,7 +136,7 @@ async def test_a_full_queue_sheds_its_oldest_message(
     # 1 runs; 2 and 3 waited and were shed by 4 and 5, which wait.
     assert pipeline.counters.shed == 2
     assert pipeline.counters.processed == 2  # the shed ones: counted, unanswered
-    assert pipeline.waiting() == 2
+    assert pipeline.intake.waiting == 2
     assert "PIPELINE_MAX_WAITING" in caplog.text
 
     responder.gate.set()
