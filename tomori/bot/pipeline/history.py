@@ -50,11 +50,15 @@ class RecentMessages:
     The window a scan of discord.py's deque would find (a channel's last
     `limit` messages among the process's newest `scan_limit`, before the
     current one; tests/tomori/bot/pipeline/window_scan.py is that scan, the
-    tests' reference), in O(limit) instead of O(scan_limit): in the production scenario (4,128 channels) a channel's
+    tests' reference), in O(limit) instead of O(scan_limit): in the
+    production scenario (4,128 channels) a channel's
     earlier messages are almost never among the newest 200, so the scan
     walked all 200 on nearly every turn. Every received message is `add`ed
     (the pipeline does it first thing, for skipped messages too); deleted
-    ones are `forget`-ten, as discord.py drops them from its deque. It holds
+    ones are `forget`-ten, as discord.py drops them from its deque, but still
+    count toward the newest `scan_limit` received (a deletion does not bring
+    back a message that already fell out, which a rescan of discord.py's
+    shrunken deque would; a real context build fetches older history). It holds
     at most `scan_limit` references to messages discord.py caches anyway
     (the bound is capped at discord.py's own `max_messages`).
     """
@@ -102,7 +106,11 @@ class RecentMessages:
         gone = [m for m in recent if m.id in message_ids]
         for message in gone:
             recent.remove(message)
-            self._order.remove(message)
+        # A deleted message keeps its slot in `_order` until it ages out, so
+        # the scan covers the newest `scan_limit` messages received: removing
+        # it would make room that a deque scan fills with a message the index
+        # already dropped. `_drop` skips it then (it is no longer its
+        # channel's oldest).
         if not recent:
             del self._channels[channel_id]
 

@@ -95,11 +95,16 @@ def test_the_index_windows_a_channel_without_scanning_others() -> None:
 def test_the_index_gives_the_window_the_scan_gives(
     steps: list[tuple[str, int, bool]], scan: int, limit: int
 ) -> None:
-    """Same windows as history_window over discord.py's deque, deletions included."""
+    """The scan over the newest `scan` messages received, the deleted left out.
+
+    A deleted message keeps its place among the newest received: deleting
+    one does not bring back a message that already fell out of the scan.
+    """
     from tomori.bot.pipeline.history import RecentMessages
 
     channels = [SimpleNamespace(id=100 + n) for n in range(4)]
-    cached: deque[SimpleNamespace] = deque(maxlen=1000)  # discord.py's deque
+    received: list[SimpleNamespace] = []
+    deleted: set[int] = set()
     index = RecentMessages(scan_limit=scan)
     next_id = 1
     for action, n, dm in steps:
@@ -108,12 +113,31 @@ def test_the_index_gives_the_window_the_scan_gives(
             channel = SimpleNamespace(id=200 + n) if dm else channels[n]
             current = message(next_id, channel, guild=None if dm else GUILD)
             next_id += 1
-            cached.append(current)
+            received.append(current)
             index.add(current)
+            newest = received[-scan:] if scan else []
+            cached = deque(m for m in newest if m.id not in deleted)
             expected = history_window(cached, current, limit=limit, scan_limit=scan)
             assert index.window(current, limit) == expected
-        else:
-            found = [m for m in cached if m.id == n]
-            if found:  # discord.py removes a deleted message from its deque
-                cached.remove(found[0])
-                index.forget(found[0].channel.id, {n})
+        elif any(m.id == n for m in received) and n not in deleted:
+            channel_id = next(m.channel.id for m in received if m.id == n)
+            deleted.add(n)
+            index.forget(channel_id, {n})
+
+
+def test_a_deletion_does_not_bring_back_a_message_that_fell_out() -> None:
+    """The example Hypothesis found: deletions once re-admitted a dropped message."""
+    from tomori.bot.pipeline.history import RecentMessages
+
+    here = SimpleNamespace(id=10)
+    index = RecentMessages(scan_limit=9)
+    for i in range(1, 11):  # 1 falls out of the newest 9
+        index.add(message(i, here))
+    index.forget(here.id, {2, 3})
+    current = message(11, here)
+    index.add(current)
+
+    window = index.window(current, limit=20)
+
+    assert [m.id for m in window] == [4, 5, 6, 7, 8, 9, 10]
+    assert len(index) == 9  # 3..11 hold their slots, 2 and 3 deleted
