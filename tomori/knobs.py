@@ -540,6 +540,19 @@ KNOBS: tuple[Knob, ...] = (
         E,
         minimum=0,
     ),
+    Knob(
+        "HEAP_MMAP_THRESHOLD_KB",
+        "int",
+        128,
+        "The worker fixes glibc's mmap threshold here at start: a block this "
+        "large or larger (a big dict or list table) gets a mapping of its own, "
+        "returned to the kernel when freed, instead of leaving a hole in the "
+        "heap. 0 keeps glibc's sliding threshold (it rises to each large block "
+        "freed, up to 32 MiB). No effect off glibc.",
+        E,
+        minimum=0,
+        maximum=32 * 1024,
+    ),
     # Metrics.
     Knob(
         "METRICS_LOG_FILE",
@@ -1038,6 +1051,7 @@ class Knobs:
     EMERGENCY_CACHE_CLEAR_INCLUDE_STM: bool
     EMERGENCY_CACHE_CLEAR_DISCORD_VOLATILE: bool
     EMERGENCY_COOLDOWN_MS: int
+    HEAP_MMAP_THRESHOLD_KB: int
     # Metrics
     METRICS_LOG_FILE: Path | None
     CACHE_METRICS_INTERVAL_MS: int

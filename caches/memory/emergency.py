@@ -14,9 +14,6 @@ dropping a reference frees nothing measurable until the collector runs.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import gc
 import logging
 import threading
@@ -27,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from caches.memory.heap_trim import trim_heap
 from caches.memory.readers import read_process_memory
 from caches.registry import EmergencyPolicy, RegisteredCache, registry
 from caches.telemetry import emit_metric
@@ -170,24 +168,6 @@ def _clear_discord(run: _Run, client: Any) -> None:
         run.discord.update(counts)
 
 
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-def trim_native_heap() -> bool:
-    """Ask glibc to return free heap pages to the OS; return whether it released any."""
-    trim = _malloc_trim()
-    return bool(trim(0)) if trim is not None else False
-
-
 def clear_emergency_caches(
     *,
     client: Any = None,
@@ -219,7 +199,7 @@ def clear_emergency_caches(
         _clear_discord(run, client)
     if collect_before_measuring:
         run.step("gc_collect", gc.collect)
-        run.step(TRIM_STEP, trim_native_heap)
+        run.step(TRIM_STEP, trim_heap)
     after = read_process_memory()
     result = EmergencyClearResult(
         source=source,

@@ -56,7 +56,7 @@ from caches.db_outage import check_database
 from caches.discord_caches import run_discord_sweepers
 from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
-from caches.memory.heap_trim import HEAP_TRIM_SECONDS, trim_heap
+from caches.memory.heap_trim import HEAP_TRIM_SECONDS, set_mmap_threshold, trim_heap
 from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
 from caches.memory.vips import apply_libvips_settings
 from caches.messages import WorkerSnapshot
@@ -207,6 +207,9 @@ class BotWorker:
             cache_files=knobs().SHARP_CACHE_FILES,
         )
         logger.info("libvips limits in effect: %s", effective)
+        threshold_kb = knobs().HEAP_MMAP_THRESHOLD_KB
+        if set_mmap_threshold(threshold_kb * 1024):
+            logger.info("heap: glibc's mmap threshold fixed at %d KiB", threshold_kb)
         # Subscribe before warming: the first subscription clears every
         # invalidatable cache, and a write committed while warming must not
         # be missed.

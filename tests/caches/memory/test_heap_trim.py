@@ -1,21 +1,26 @@
-"""trim_heap hands the C heap's free pages back to the kernel."""
+"""trim_heap hands the C heap's free pages back to the kernel; a fixed mmap threshold keeps large blocks off the heap."""
 
 from __future__ import annotations
 
 import platform
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from caches.memory.heap_trim import trim_heap
+from caches.memory.heap_trim import MAX_MMAP_THRESHOLD, set_mmap_threshold, trim_heap
 from caches.memory.readers import read_rss_bytes
 
 MIB = 2**20
-
-
-@pytest.mark.skipif(
+ROOT = Path(__file__).resolve().parents[3]
+GLIBC = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="malloc_trim is glibc's",
+    reason="malloc_trim and mallopt are glibc's",
 )
+
+
+@GLIBC
 def test_freed_heap_pages_leave_the_rss_once_trimmed() -> None:
     # 100 kB blocks stay below glibc's mmap threshold: they come from the
     # heap, and freeing them (but every 64th, which pins the heap's top)
@@ -29,3 +34,49 @@ def test_freed_heap_pages_leave_the_rss_once_trimmed() -> None:
     assert before is not None and after is not None
     assert before - after > 40 * MIB, (before / MIB, after / MIB)
     assert len(kept) == 16
+
+
+# A child process: glibc's malloc state is the whole process's, and the test
+# must see the threshold slide first. 1,000 blocks of 300 kB (above the
+# 128 KiB start threshold), every 64th kept to pin the heap, the rest freed;
+# prints the MiB the freed blocks left in the RSS.
+_FREED_BLOCKS_CHILD = """
+import sys
+from caches.memory.heap_trim import set_mmap_threshold
+from caches.memory.readers import read_rss_bytes
+big = bytearray(4 * 2**20)  # mapped; freeing it slides the threshold to 4 MiB
+del big
+if sys.argv[1] == "fixed":
+    assert set_mmap_threshold(128 * 1024)
+before = read_rss_bytes()
+blocks = [bytearray(300_000) for _ in range(1_000)]
+kept = blocks[::64]
+del blocks
+print((read_rss_bytes() - before) / 2**20)
+"""
+
+
+def _retained_mib(mode: str) -> float:
+    child = subprocess.run(
+        [sys.executable, "-c", _FREED_BLOCKS_CHILD, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return float(child.stdout)
+
+
+@GLIBC
+def test_a_fixed_mmap_threshold_hands_large_freed_blocks_back_at_once() -> None:
+    # Slid to 4 MiB, glibc serves the 300 kB blocks from the heap, and the
+    # freed ones stay resident (between the kept ones) until a trim.
+    assert _retained_mib("sliding") > 100
+    # Fixed at 128 KiB, each block is its own mapping, unmapped when freed.
+    assert _retained_mib("fixed") < 20
+
+
+def test_zero_keeps_glibcs_threshold_and_a_huge_one_is_refused() -> None:
+    assert set_mmap_threshold(0) is False
+    with pytest.raises(ValueError, match="over"):
+        set_mmap_threshold(MAX_MMAP_THRESHOLD + 1)
