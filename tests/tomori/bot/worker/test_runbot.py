@@ -1,8 +1,9 @@
-"""runbot as operators run it: start-up checks, libvips limits, the shard lock, SIGTERM."""
+"""runbot as operators run it: start-up checks, libvips and heap limits, the shard lock, SIGTERM."""
 
 from __future__ import annotations
 
 import json
+import platform
 import signal
 import socket
 import subprocess
@@ -27,20 +28,24 @@ def test_an_invalid_setting_stops_runbot_naming_it(run_bot: type[BotProcess]) ->
 
 
 @pytest.mark.django_db(transaction=True)
-def test_libvips_limits_take_effect_before_anything_else(
+def test_libvips_limits_and_the_heap_threshold_take_effect_before_anything_else(
     run_bot: type[BotProcess],
 ) -> None:
     env = {
         "SHARP_CONCURRENCY": "3",
         "SHARP_CACHE_ITEMS": "7",
         "SHARP_CACHE_MEMORY_MB": "5",
+        "HEAP_MMAP_THRESHOLD_KB": "256",
     }
     bot = run_bot(*SIM, "--duration", "0.5", env=env)
     line = bot.wait_for("libvips limits in effect")
     assert "'concurrency': 3" in line and "'cache_items': 7" in line
     assert "'cache_memory_mb': 5.0" in line
     assert bot.wait_exit() == 0
-    assert bot.output.index("libvips limits") < bot.output.index("simulated Discord at")
+    started = bot.output.index("simulated Discord at")
+    assert bot.output.index("libvips limits") < started
+    if platform.libc_ver()[0] == "glibc":  # mallopt is glibc's
+        assert bot.output.index("mmap threshold fixed at 256 KiB") < started
 
 
 def test_a_second_worker_on_the_same_shard_is_refused_by_the_file_lock(
