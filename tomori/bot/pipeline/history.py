@@ -59,8 +59,9 @@ class RecentMessages:
     count toward the newest `scan_limit` received (a deletion does not bring
     back a message that already fell out, which a rescan of discord.py's
     shrunken deque would; a real context build fetches older history). It holds
-    at most `scan_limit` references to messages discord.py caches anyway
-    (the bound is capped at discord.py's own `max_messages`).
+    at most `scan_limit` references (the bound is capped at discord.py's own
+    `max_messages`): to messages discord.py caches anyway, and to deleted
+    ones until they age out of the newest `scan_limit`.
     """
 
     __slots__ = ("scan_limit", "_order", "_channels")
