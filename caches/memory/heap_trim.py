@@ -15,8 +15,9 @@ to 32 MiB), so from then on a cache's dict table or a slot queue's list
 resized past 128 KiB comes from the heap, and the heap fills with free
 holes between trims. `set_mmap_threshold` fixes the threshold (which ends
 the sliding), as the worker does at start with HEAP_MMAP_THRESHOLD_KB:
-measured on `benchmarks/runbot_rss.py --messages 60000`, 3.3 MB less RSS at
-60,000 messages and a 6 MB lower peak.
+measured on `benchmarks/runbot_rss.py --messages 60000`, 128 against 0 (the
+sliding threshold), 185.3 against 192.8 MB at 60,000 messages, peak 185.6
+against 195.6 MB.
 """
 
 from __future__ import annotations

@@ -51,15 +51,15 @@ class RecentMessages:
     `limit` messages among the process's newest `scan_limit`, before the
     current one; tests/tomori/bot/pipeline/window_scan.py is that scan, the
     tests' reference), in O(limit) instead of O(scan_limit): in the
-    production scenario (4,128 channels) a channel's
-    earlier messages are almost never among the newest 200, so the scan
-    walked all 200 on nearly every turn. Every received message is `add`ed
+    production scenario (4,128 channels) a channel's earlier messages are
+    almost never among the newest 200, so the scan walked all 200 on nearly
+    every turn. Every received message is `add`ed
     (the pipeline does it first thing, for skipped messages too); deleted
     ones are `forget`-ten, as discord.py drops them from its deque, but still
     count toward the newest `scan_limit` received (a deletion does not bring
     back a message that already fell out, which a rescan of discord.py's
-    shrunken deque would; a real context build fetches older history). It holds
-    at most `scan_limit` references (the bound is capped at discord.py's own
+    shrunken deque would; a real context build fetches older history). It
+    holds at most `scan_limit` references (the bound is capped at discord.py's own
     `max_messages`): to messages discord.py caches anyway, and to deleted
     ones until they age out of the newest `scan_limit`.
     """
