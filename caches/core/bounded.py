@@ -104,6 +104,14 @@ class BoundedTTLCache(ExpiringStore[K, V]):
             self._loads.detach(key)
         ExpiringStore.set(self, key, value, ttl)
 
+    def has_loads_in_flight(self) -> bool:
+        """Tell whether any load is running (`set` then stales the key's load).
+
+        With none, `ExpiringStore.set(cache, ...)` is this cache's `set`,
+        for a caller that writes several keys on a hot path.
+        """
+        return bool(self._inflight)
+
     # ----------------------------------------------------------- loading
 
     async def get_or_load(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -131,7 +131,7 @@ def _lacks_enabled(
 async def load_emoji_sticker_cache(
     server_id: int,
     *,
-    guild: GuildExpressions | None = None,
+    guild: GuildExpressions | Callable[[], GuildExpressions] | None = None,
     force_sync: bool = False,
     emoji_enabled: bool | None = None,
     sticker_enabled: bool | None = None,
@@ -140,7 +140,9 @@ async def load_emoji_sticker_cache(
 
     Pass the server's enabled flags when known (they then also decide what a
     load reads); a flag left None is read from the server row. Pass `guild`
-    for the sync check to run; `force_sync` syncs and reloads even on a hit.
+    (or a function returning it, called only on a miss: a hit then builds
+    nothing) for the sync check to run; `force_sync` syncs and reloads even
+    on a hit.
     """
     entry = cached(_cache, server_id)
     if entry is not MISSING:
@@ -148,6 +150,8 @@ async def load_emoji_sticker_cache(
             return _apply_flags(entry, emoji_enabled, sticker_enabled)
         _cache.invalidate(server_id)
     if guild is not None:
+        if not isinstance(guild, GuildExpressions):
+            guild = guild()
         await _sync_once(server_id, guild, force_sync)
     entry = await _cache.get_or_load(
         server_id,

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypedDict
 
 from caches.core import MISSING, BoundedTTLCache, Clock
+from caches.core.store import ExpiringStore
 from caches.layers.short_term_memory import keys as k
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
@@ -31,6 +32,8 @@ from tomori.repositories import memory as repo
 from tomori.repositories.memory import DeleteKeys, DeleteWhere
 
 Value = ShortTermMemoryEntry | None
+#: A store's (scope, key) pairs: the user key, then the server key in a guild.
+Targets = list[tuple[str, str]]
 
 #: The cache's scope indexes (see `caches.core.store`): OWNER lists a user's
 #: or a server's keys (and clears a user's), CHANNEL a channel's keys in
@@ -103,7 +106,7 @@ def _fresh_entry(
 
 def _targets(
     channel: int, user: int | None, server: int | None, persona: int | None
-) -> list[tuple[str, str]]:
+) -> Targets:
     """Return (scope, key): the user key if a user, the server key if a guild."""
     key = k.short_term_memory_key
     targets = []
@@ -164,15 +167,18 @@ class ShortTermMemoryStore:
         if hydrator.loading:  # the warm path loads nothing: no touch then
             for entry in entries:
                 hydrator.touch(entry.key)
-        put = self.cache.set
+        cache = self.cache
         crude, summarized = crude_ttl(), summary_ttl()
-        for entry in entries:
-            put(entry.key, entry, summarized if entry.summary else crude)
+        if cache.has_loads_in_flight():
+            for entry in entries:
+                cache.set(entry.key, entry, summarized if entry.summary else crude)
+        else:  # the warm path: no load to stale, so the store's set alone
+            put = ExpiringStore.set
+            for entry in entries:
+                put(cache, entry.key, entry, summarized if entry.summary else crude)
         self.writer.submit_entries(entries, turns=turns)
 
-    def _resident(
-        self, targets: list[tuple[str, str]]
-    ) -> list[ShortTermMemoryEntry | None] | None:
+    def _resident(self, targets: Targets) -> list[ShortTermMemoryEntry | None] | None:
         """Return the targets' values if every key is resident (counted hits), else None.
 
         A value is the entry, or None for a resident "nothing stored" marker.
@@ -189,7 +195,7 @@ class ShortTermMemoryStore:
 
     def _fresh_for_none(
         self,
-        targets: list[tuple[str, str]],
+        targets: Targets,
         values: list[ShortTermMemoryEntry | None],
         channel: int,
         user: int | None,
@@ -353,9 +359,7 @@ class ShortTermMemoryStore:
         self._write_all(written, turns=0)
         return written
 
-    async def _hydrated(
-        self, targets: list[tuple[str, str]]
-    ) -> list[ShortTermMemoryEntry | None]:
+    async def _hydrated(self, targets: Targets) -> list[ShortTermMemoryEntry | None]:
         """Load the targets through the hydrator (which counts each), then read them.
 
         Read after the last await: a key loaded before it may have been

@@ -45,6 +45,20 @@ def test_first_load_syncs_and_caches(run, make_server, django_assert_num_queries
         assert run(load_emoji_sticker_cache, server.id, guild=guild_of(3, 2)) is entry
 
 
+def test_a_guild_function_runs_on_a_miss_only(run, make_server):
+    server = make_server()
+    built: list[int] = []
+
+    def guild() -> GuildExpressions:
+        built.append(1)
+        return guild_of(3, 2)
+
+    entry = run(load_emoji_sticker_cache, server.id, guild=guild)
+    assert built == [1] and names(expressions_of(entry)[0]) == ["e1", "e2", "e3"]
+    assert run(load_emoji_sticker_cache, server.id, guild=guild) is entry
+    assert built == [1]  # the hit built nothing
+
+
 def test_small_count_difference_does_not_resync(run, make_server, count_calls):
     server = make_server()
     run(load_emoji_sticker_cache, server.id, guild=guild_of(3))

@@ -179,7 +179,7 @@ async def server_extras(
     """Read the server's expressions, MCP servers, ST preset and NovelAI tier."""
     stored = await load_emoji_sticker_cache(
         state.server_id,
-        guild=guild_expressions(guild),
+        guild=lambda: guild_expressions(guild),  # built on a miss only
         emoji_enabled=state.emoji_usage_enabled,
         sticker_enabled=state.sticker_usage_enabled,
     )
