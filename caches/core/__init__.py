@@ -4,6 +4,7 @@ from caches.core.bounded import BoundedTTLCache, Loader
 from caches.core.clock import Clock, FakeClock
 from caches.core.flight import Flight, SingleFlight, current_flight
 from caches.core.markers import MISSING, DoNotCache, Missing
+from caches.core.stepped import SteppedDrop
 from caches.core.store import MAX_TTL_QUEUES, ExpiringStore, ScopeFn, ScopeSpec, Within
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "Loader",
     "Missing",
     "SingleFlight",
+    "SteppedDrop",
     "current_flight",
 ]

@@ -189,12 +189,24 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         """Drop every key of scope `scope` = `value` (through its index); return removals."""
         self._expire_due()
         matched = self._remove_scope(scope, value)
-        staled = 0
-        if self._inflight:
-            fn = self.scope_values(scope)
-            staled = self._detach_flights(k for k in self._inflight if value in fn(k))
+        self._note_invalidation(len(matched), self.detach_scope_loads(scope, value))
+        return len(matched)
+
+    def invalidate_scope_values(self, scope: str, values: Iterable[Hashable]) -> int:
+        """Drop every key of any of `values` of key scope `scope`, in one pass; return removals."""
+        self._expire_due()
+        values = list(values)
+        matched = self._remove_scope_values(scope, values)
+        staled = sum(self.detach_scope_loads(scope, value) for value in values)
         self._note_invalidation(len(matched), staled)
         return len(matched)
+
+    def detach_scope_loads(self, scope: str, value: Hashable) -> int:
+        """Stale every in-flight load of a key in scope `scope` = `value`; return how many."""
+        if not self._inflight:
+            return 0
+        fn = self.scope_values(scope)
+        return self._detach_flights(k for k in self._inflight if value in fn(k))
 
     def invalidate_prefix(self, prefix: str) -> int:
         """Drop every string key starting with `prefix`; return entries removed."""

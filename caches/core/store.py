@@ -302,6 +302,36 @@ class ExpiringStore(Generic[K, V]):
         found = self._scopes[self._position(scope)][1].get(value, _NO_KEYS)
         return list(_each(found))
 
+    def scope_size(self, scope: str, value: Hashable) -> int:
+        """Return how many keys key scope `scope` holds under `value` (O(1), no expiry)."""
+        found = self._scopes[self._position(scope)][1].get(value, _NO_KEYS)
+        if found is _NO_KEYS:
+            return 0
+        return len(found) if found.__class__ is builtins.set else 1
+
+    def grouped_size(self, grouping: str, parent: Hashable, scope: str) -> int:
+        """Return how many keys the `scope` values grouped under `parent` hold, each once."""
+        values = self.grouped_values(grouping, parent, scope)
+        index = self._scopes[self._position(scope)][1]
+        if self._multi_valued:  # a key may be under two of the values: count it once
+            keys: builtins.set[Any] = builtins.set()
+            _union(index, values, keys)
+            return len(keys)
+        size = 0
+        for value in values:
+            found = index.get(value, _NO_KEYS)
+            size += len(found) if found.__class__ is builtins.set else 1
+        return size
+
+    def grouped_values(self, grouping: str, parent: Hashable, scope: str) -> list[Any]:
+        """Return the values of key scope `scope` that grouping `grouping` files under `parent`."""
+        for position, _parent, up in self._groups[grouping]:
+            if position == self._position(scope):
+                return list(_each(up.get(parent, _NO_KEYS)))
+        raise KeyError(
+            f"cache {self.name!r}: scope {grouping!r} does not group {scope!r}"
+        )
+
     def maps(self) -> dict[str, ExpiringStore[K, V]]:
         """Return the core maps behind this cache by label: itself, as "primary"."""
         return {"primary": self}
@@ -536,8 +566,27 @@ class ExpiringStore(Generic[K, V]):
                     self._pop_values(position, values, keys, up)
             if not keys:
                 return keys
+        self._drop_keys(keys, drained, whole=parts is not None)
+        return keys
+
+    def _remove_scope_values(
+        self, scope: str, values: Iterable[Hashable]
+    ) -> builtins.set[K]:
+        """Remove every key of several values of key scope `scope`; return them."""
+        position = self._position(scope)
+        popped = builtins.set(values)
+        keys: builtins.set[K] = builtins.set()
+        self._pop_values(position, popped, keys, None)
+        if keys:
+            self._drop_keys(keys, {position: popped}, whole=False)
+        return keys
+
+    def _drop_keys(
+        self, keys: builtins.set[K], drained: dict[int, Any], *, whole: bool
+    ) -> None:
+        """Drop `keys`, whose `drained` values left their indexes already (see _remove_scope)."""
         _drain(map(self._data.__delitem__, keys))  # the deletes, looped in C
-        self._unindex_others(keys, drained, whole=parts is not None)
+        self._unindex_others(keys, drained, whole=whole)
         if self._home:
             touched: dict[SlotQueue, int] = {}
             for key in keys:
@@ -559,10 +608,13 @@ class ExpiringStore(Generic[K, V]):
         for queue, created in touched.items():
             if queue.stale_slots > queue.limit:
                 self._compact_progress(queue, created)
-        return keys
 
     def _pop_values(
-        self, position: int, values: Any, into: builtins.set[K], popped_from: ScopeIndex
+        self,
+        position: int,
+        values: Any,
+        into: builtins.set[K],
+        popped_from: ScopeIndex | None,
     ) -> None:
         """Pop `values` (and their keys, into `into`) from one key scope's index."""
         _union(self._scopes[position][1], values, into, pop=True)

@@ -93,7 +93,7 @@ async def test_a_scoped_invalidation_stales_a_load_in_flight(fake_clock, grouped
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["set", "invalidate", "scope", "tick"]),
+            st.sampled_from(["set", "invalidate", "scope", "values", "tick"]),
             st.integers(0, 4),
             st.integers(10, 40),
         ),
@@ -110,6 +110,11 @@ def test_the_index_always_agrees_with_a_scan(ops):
             c.invalidate((server, channel))
         elif op == "tick":
             clock.advance(3)
+        elif op == "values":  # several channel values at once (keys in two)
+            values = {channel, channel // 10, 10 + server}
+            live = c.keys()
+            expected = {k for k in live if values & set(by_channel_or_parent(k))}
+            assert c.invalidate_scope_values("channel", values) == len(expected)
         else:
             live = c.keys()
             expected = {k for k in live if k[0] == server}
