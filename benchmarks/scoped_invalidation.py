@@ -20,13 +20,23 @@ invalidation's cost); the CPU time leaves out the time this process was
 descheduled, which on a shared machine dominates a wall-clock p99. Prints
 medians and p99s side by side, the cost per dropped entry, and the memory
 the indexes cost per entry (tracemalloc, scoped cache minus the same cache
-without scopes). Bar: every scoped invalidation at most 0.2 ms (p99 of the
-CPU time, this tree).
+without scopes).
+
+A case a layer drops in steps (STEPPED: the server drops of
+channel_whitelist and personal_spotlight, see caches.core.stepped) is also timed that way, on a third cache of the
+same keys in the same rounds: the layer's call, then each step the event
+loop runs, timed one by one; such a drop's figure is its longest single
+loop block, printed beside the one-go drop it replaces and the CPU time of
+all its steps together.
+
+Bar: every scoped invalidation at most 0.2 ms (p99 of the CPU time, this
+tree): for a stepped case, of its longest loop block.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import os
@@ -178,6 +188,58 @@ def index_round(case_no: int) -> dict[str, list[int]]:
     return {"wall": wall, "cpu": cpu, "dropped": dropped}
 
 
+#: Cases whose layer drops in steps (caches.core.stepped), with the scope it
+#: steps through: the server drops of channel_whitelist and personal_spotlight.
+STEPPED = {"whitelist: one server": "channel", "spotlight: one server": "user"}
+
+
+def _stepped_drop() -> Any:
+    """Return the core's SteppedDrop, or None on a core without one (a base)."""
+    try:
+        from caches.core import SteppedDrop
+    except ImportError:
+        return None
+    return SteppedDrop
+
+
+def stepped_round(case_no: int) -> dict[str, list[int]]:
+    """Fill one scoped cache and time VALUES drops as the layer makes them, in steps.
+
+    Per drop: "cpu"/"wall" is the longest single block of the loop (the
+    call, or one step), "total" the CPU time of the call and all its steps.
+    """
+    name, make, scopes, scope, value, _predicate = CASES[case_no]
+    indexed = filled(make(), scopes())
+    drops = _stepped_drop()(indexed, scope, via=STEPPED[name])
+    blocks: list[tuple[int, int]] = []
+    step = drops._step
+
+    def timed_step(parent: Any) -> None:
+        w, c, _ = timed(lambda: step(parent) or 0)
+        blocks.append((w, c))
+
+    drops._step = timed_step
+    out: dict[str, list[int]] = {"wall": [], "cpu": [], "dropped": [], "total": []}
+    out["steps"] = []
+
+    async def drive() -> None:
+        for i in range(VALUES):
+            blocks.clear()
+            w, c, n = timed(lambda: drops.drop(value(i)))  # noqa: B023
+            blocks.append((w, c))
+            while drops.pending:
+                await asyncio.sleep(0)
+            out["wall"].append(max(b[0] for b in blocks))
+            out["cpu"].append(max(b[1] for b in blocks))
+            out["total"].append(sum(b[1] for b in blocks))
+            out["steps"].append(len(blocks) - 1)
+            out["dropped"].append(n)
+
+    gc.collect()
+    asyncio.run(drive())
+    return out
+
+
 def scan_round(case_no: int) -> list[int]:
     """Fill one plain cache of a case and time VALUES scans (wall ns)."""
     _name, make, _scopes, _scope, _value, predicate = CASES[case_no]
@@ -230,6 +292,7 @@ def run_case(case_no: int, rounds: int, base: Base | None) -> bool:
     mine: dict[str, list[int]] = {"wall": [], "cpu": [], "dropped": []}
     theirs: dict[str, list[int]] = {"wall": [], "cpu": [], "dropped": []}
     scan: list[int] = []
+    stepped: dict[str, list[int]] = {}
     for round_no in range(rounds):
         sides: list[tuple[dict[str, list[int]], Callable[[int], Any]]] = [
             (mine, index_round)
@@ -240,18 +303,36 @@ def run_case(case_no: int, rounds: int, base: Base | None) -> bool:
             for field, values in run(case_no).items():
                 into[field] += values
         scan += scan_round(case_no)
+        if name in STEPPED and _stepped_drop() is not None:
+            for field, values in stepped_round(case_no).items():
+                stepped[field] = stepped.get(field, []) + values
     dropped = mine["dropped"][0]
-    assert all(n == dropped for n in mine["dropped"] + theirs["dropped"])
-    bar_cpu = p99(mine["cpu"])
+    assert all(
+        n == dropped
+        for n in mine["dropped"] + theirs["dropped"] + stepped.get("dropped", [])
+    )
+    # The bar judges the longest loop block of the drop the layer makes.
+    bar_cpu = p99(stepped["cpu"] if stepped else mine["cpu"])
     passed = bar_cpu <= BAR_MS * 1e6
     us = 1000.0
     print(
         f"{name:<24} {dropped:>4} dropped: this tree "
-        f"{statistics.median(mine['cpu']) / us:6.1f} us CPU (p99 {bar_cpu / us:6.1f}; "
+        f"{statistics.median(mine['cpu']) / us:6.1f} us CPU (p99 {p99(mine['cpu']) / us:6.1f}; "
         f"wall {statistics.median(mine['wall']) / us:6.1f}, p99 {p99(mine['wall']) / us:7.1f}), "
         f"{statistics.median(mine['cpu']) / dropped:5.0f} ns per entry dropped; "
-        f"scan {statistics.median(scan) / us:8.1f} us wall  {'PASS' if passed else 'FAIL'}"
+        f"scan {statistics.median(scan) / us:8.1f} us wall  "
+        f"{'' if stepped else 'PASS' if passed else 'FAIL'}"
     )
+    if stepped:
+        print(
+            f"{'':<24} {'':>4}          in steps  "
+            f"{statistics.median(stepped['cpu']) / us:6.1f} us CPU (p99 {bar_cpu / us:6.1f}; "
+            f"wall {statistics.median(stepped['wall']) / us:6.1f}, p99 {p99(stepped['wall']) / us:7.1f}) "
+            f"the longest loop block (call or step) of "
+            f"{statistics.median(stepped['steps']):.0f} steps, "
+            f"{statistics.median(stepped['total']) / us:.1f} us CPU in all  "
+            f"{'PASS' if passed else 'FAIL'}"
+        )
     if base is not None:
         ratio = statistics.median(theirs["cpu"]) / statistics.median(mine["cpu"])
         print(

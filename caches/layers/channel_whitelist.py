@@ -11,16 +11,18 @@ a channel that is not a thread, so a thread's answer (which may be inherited
 from its parent) never collides with its parent's. The key is built without
 sorting or formatting: this lookup runs on every message. Invalidating a
 channel also drops the entries of its threads; adding or removing a
-whitelisted role drops the server's entries, "*" ones included. Database
-errors propagate and cache nothing.
+whitelisted role drops the server's entries, "*" ones included: on the
+event loop in steps (caches.core.stepped), the server's questions read
+through to the database until the drop is done. Database errors propagate
+and cache nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Final, Literal
 
-from caches.core import MISSING, BoundedTTLCache, Loader, Within
+from caches.core import MISSING, BoundedTTLCache, Loader, SteppedDrop, Within
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -64,11 +66,15 @@ CAP_SETTING = "CHANNEL_WHITELIST_CACHE_MAX_ENTRIES"
 TTL_SETTING = "CHANNEL_WHITELIST_CACHE_TTL_MINUTES"
 
 _cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = unbuilt(NAME)
+# A server's decisions are dropped in steps (see caches.core.stepped); its
+# `pending` servers are read through to the database until they are gone.
+_drops: SteppedDrop = unbuilt(NAME)
+_dropping: set[Hashable] = set()
 
 
 def _build(config: LayerSettings) -> BoundedTTLCache[WhitelistKey, WhitelistDecision]:
     """Build the decision map (scoped by server and channel) from the settings."""
-    global _cache
+    global _cache, _drops, _dropping
     _cache = config.cache(
         NAME,
         cap=CAP_SETTING,
@@ -80,6 +86,8 @@ def _build(config: LayerSettings) -> BoundedTTLCache[WhitelistKey, WhitelistDeci
             "server": Within("channel", parent=_server_of),
         },
     )
+    _drops = SteppedDrop(_cache, "server", via="channel")
+    _dropping = _drops.pending
     return _cache
 
 
@@ -128,6 +136,15 @@ async def get_cached_whitelist_status(
     `role_ids` None means the member's roles are unknown; the decision then
     has `role_allowed` None when the server restricts by role.
     """
+    if _dropping and server_disc_id in _dropping:
+        # The server's old decisions are still being dropped: read through.
+        return await run_db(
+            channels_repo.load_whitelist_decision,
+            server_disc_id=server_disc_id,
+            channel_disc_id=channel_disc_id,
+            parent_disc_id=parent_disc_id,
+            role_ids=None if role_ids is None else frozenset(role_ids),
+        )
     # Keys are built inline: a function call is a fair share of a hit.
     parent = parent_disc_id or NO_PARENT
     any_key: WhitelistKey = (server_disc_id, channel_disc_id, parent, ANY_ROLES)
@@ -175,7 +192,7 @@ def invalidate_whitelist_cache(
 ) -> int:
     """Drop a server's entries, or one channel's and its threads'; return removals."""
     if channel_disc_id is None:
-        return _cache.invalidate_scope("server", server_disc_id)
+        return _drops.drop(server_disc_id)  # in steps on a running loop
     return _cache.invalidate_scope("channel", (server_disc_id, channel_disc_id))
 
 

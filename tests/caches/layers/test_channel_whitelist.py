@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
 from django.db import OperationalError
 
+from caches.core import MISSING
 from caches.layers import channel_whitelist
 from caches.layers.channel_whitelist import (
     get_cached_whitelist_status,
@@ -186,6 +188,39 @@ def test_server_op_drops_only_that_server(run, guarded, make_server):
     status(run, other, CHANNEL, role_ids=[])
     assert registry.apply("channel_whitelist", "server", server.server_disc_id) == 2
     assert len(channel_whitelist._cache) == 1
+
+
+def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
+    run, guarded, make_server
+):
+    server, _ = guarded
+    disc = server.server_disc_id
+    assert status(run, server, CHANNEL, role_ids=[]).channel_allowed
+    status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[])
+    for channel in range(1000, 1100):  # other channels' cached answers
+        status(run, server, channel, role_ids=[])
+    other = make_server()
+    status(run, other, CHANNEL, role_ids=[])
+    # The row goes without a commit, so nothing invalidates: the cache is stale.
+    channels_repo.whitelist_channel_remove(server_id=server.id, channel_disc_id=CHANNEL)
+    key = (disc, CHANNEL, channel_whitelist.NO_PARENT, channel_whitelist.ANY_ROLES)
+
+    async def drop_then_read() -> int:
+        # 102 answers (the thread's counted once, though under two channels).
+        assert channel_whitelist.invalidate_whitelist_cache(disc) == 102
+        assert disc in channel_whitelist._drops.pending
+        assert channel_whitelist._cache.peek(key).channel_allowed  # still resident
+        decision = await get_cached_whitelist_status(disc, CHANNEL, role_ids=[])
+        assert not decision.channel_allowed  # the table's, never the stale entry
+        while channel_whitelist._drops.pending:
+            await asyncio.sleep(0)
+        return len(channel_whitelist._cache)
+
+    assert run(drop_then_read) == 1  # the other server's answer only
+    assert channel_whitelist._drops.steps >= 102 // 32
+    # Once the drop is done, answers are cached again.
+    assert not status(run, server, CHANNEL, role_ids=[]).channel_allowed
+    assert channel_whitelist._cache.peek(key) is not MISSING
 
 
 def test_unknown_server_allows(run):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -188,6 +189,48 @@ def test_invalidation_by_user_or_server(run, spotlit, make_server):
     assert layer.invalidate_personal_spotlight_cache(server.id, user.id) == 3
     assert layer.invalidate_personal_spotlight_cache(server.id) == 1
     assert len(layer._gate) == 1  # the other server's gate is untouched
+
+
+def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
+    run, spotlit, make_persona
+):
+    server, user, persona = spotlit
+    assert status(run, server.id, user.id, CHANNEL).persona_id == persona.id
+    for other in range(300):  # other users' cached "no spotlight" results
+        layer._results.set(
+            spotlight_cache_key(server.id, 10_000 + other, CHANNEL), None
+        )
+    elsewhere = spotlight_cache_key(server.id + 1, user.id, CHANNEL)
+    layer._results.set(elsewhere, None)
+    # The row changes without a commit, so nothing invalidates: the cache is stale.
+    second = make_persona(server)
+    spotlight_repo.personal_spotlight_set(
+        server_id=server.id,
+        user_id=user.id,
+        channel_disc_id=CHANNEL,
+        persona_id=second.id,
+    )
+
+    key = spotlight_cache_key(server.id, user.id, CHANNEL)
+
+    async def drop_then_read() -> tuple[int, int]:
+        # The gate and 301 results, answered at once; the results go in steps.
+        assert layer.invalidate_personal_spotlight_cache(server.id) == 302
+        layer._gate.set(server.id, True)  # as another reader would reload it
+        assert server.id in layer._drops.pending
+        assert layer._results.peek(key).persona_id == persona.id  # still resident
+        read = await get_cached_personal_spotlight_status(server.id, user.id, CHANNEL)
+        assert read.persona_id == second.id  # the table's, never the stale entry
+        while layer._drops.pending:
+            await asyncio.sleep(0)
+        return len(layer._results), layer._drops.steps
+
+    resident, steps = run(drop_then_read)
+    assert resident == 1 and steps >= 301 // 64  # the other server's result only
+    assert layer._results.peek(elsewhere) is None
+    # Once the drop is done, reads are cached again.
+    assert status(run, server.id, user.id, CHANNEL).persona_id == second.id
+    assert layer._results.peek(spotlight_cache_key(server.id, user.id, CHANNEL))
 
 
 def test_database_error_caches_nothing(run, spotlit, db_down):
