@@ -5,7 +5,9 @@ from a background task, so a reply never waits on the database. Writes are
 kept in submission order (a clear followed by a new summary lands as a delete
 then an upsert) and coalesce per key: a key written five times while a batch
 is in flight is written once, with its latest value. Each batch is applied in
-one transaction. A failed batch is kept: its writes go back to the front of
+one transaction; once the queue has been empty, the drain task waits
+GATHER_SECONDS after the next write before it takes its batch, so a busy
+bot's turns share batches (a flush never waits for that). A failed batch is kept: its writes go back to the front of
 the queue (a newer queued write of a key still wins) and are retried with
 exponential back-off until the database takes them. The queue holds one
 write per key; past its cap the oldest write is dropped, and logged.
@@ -49,6 +51,11 @@ FLUSH_RETRY_SECONDS = 0.25
 #: result) instead of each starting a new one (a task, its coroutine and
 #: its first step: the larger part of a store's queueing).
 LINGER_SECONDS = 5.0
+#: How long a woken drain task waits before it takes its batch, so the writes
+#: of the turns meanwhile join it: a busy bot writes one batch (one
+#: transaction on the database thread every cache miss also uses) per this
+#: much time instead of one per turn, and a turn's store then wakes nothing.
+GATHER_SECONDS = 0.02
 
 # (slot, write, turns it carries that the table lacks)
 _Queued = tuple[Hashable, MemoryWrite, int]
@@ -100,11 +107,19 @@ class DurableWriter:
     """An ordered write-behind queue with per-key coalescing and retries."""
 
     def __init__(
-        self, apply: Apply, *, max_pending: int = 100_000, call: Call | None = None
+        self,
+        apply: Apply,
+        *,
+        max_pending: int = 100_000,
+        call: Call | None = None,
+        gather: float = GATHER_SECONDS,
     ) -> None:
         self._apply = apply
         self._call: Call = call or run_db
         self.max_pending = max_pending
+        self.gather = gather
+        # Set while a woken drain task gathers writes (see _gather).
+        self._gathering: asyncio.Future[None] | None = None
         self._pending: dict[Hashable, Pending] = {}
         self._turns: dict[Hashable, int] = {}
         self._in_flight: list[_Queued] = []
@@ -256,6 +271,20 @@ class DurableWriter:
                 self._succeeded(batch)
             if self._hurry or not await self._linger():
                 return
+            await self._gather()
+
+    async def _gather(self) -> None:
+        """Wait `gather` seconds (a flush cuts it short) for more writes to join the batch."""
+        if self._hurry or self.gather <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        gathering = self._gathering = loop.create_future()
+        timer = loop.call_later(self.gather, _settle, gathering)
+        try:
+            await gathering
+        finally:
+            timer.cancel()
+            self._gathering = None
 
     async def _linger(self) -> bool:
         """Park until a write is queued or LINGER_SECONDS pass; tell whether one was."""
@@ -324,6 +353,8 @@ class DurableWriter:
                     self._wake.set()  # cut a long back-off short
                 if self._idle is not None:
                     _settle(self._idle)  # a lingering task ends (it sees _hurry)
+                if self._gathering is not None:
+                    _settle(self._gathering)  # a gathering task takes its batch now
                 await asyncio.shield(task)
         finally:
             self._hurry = False

@@ -110,7 +110,9 @@ async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> 
     async def call(apply, writes):  # type: ignore[no-untyped-def]
         apply(writes)
 
-    writer = DurableWriter(lambda writes: applied.append(list(writes)), call=call)
+    writer = DurableWriter(
+        lambda writes: applied.append(list(writes)), call=call, gather=0
+    )
     first = _entry(turn_count=1)
     writer.submit_entry(first, turns=1)
     task = writer._task
@@ -127,6 +129,36 @@ async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> 
     assert applied[-1] == [later.durable()] and writer.pending_count() == 0
     await writer.flush()
     assert task.done() and writer._idle is None
+
+
+async def test_a_woken_drain_task_gathers_the_next_turns_into_one_batch() -> None:
+    """After an idle spell, writes of the next turns share one batch; a flush ends the wait."""
+    applied: list[list[object]] = []
+
+    async def call(apply, writes):  # type: ignore[no-untyped-def]
+        apply(writes)
+
+    # A gathering window no test outlives: only the flush can end it.
+    writer = DurableWriter(
+        lambda writes: applied.append(list(writes)), call=call, gather=3600
+    )
+    first = _entry(turn_count=1)
+    writer.submit_entry(first, turns=1)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert applied == [[first.durable()]]  # a fresh task takes its batch at once
+    later = [
+        _entry(key=f"shortterm:server:201:{300 + n}:7", channel_disc_id=300 + n)
+        for n in range(3)
+    ]
+    for entry in later:  # three turns, the loop running between them
+        writer.submit_entries([entry], turns=1)
+        for _ in range(3):
+            await asyncio.sleep(0)
+    assert len(applied) == 1 and writer._gathering is not None
+    await writer.flush()
+    assert applied[1:] == [[entry.durable() for entry in later]]
+    assert writer.pending_count() == 0 and writer.batches == 2
 
 
 def test_stored_timestamps_are_what_django_now_returns() -> None:
