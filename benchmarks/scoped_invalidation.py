@@ -162,7 +162,7 @@ def filled(keys: list[Key], scopes: dict[str, Any] | None) -> Any:
     return cache
 
 
-def timed(fn: Callable[[], int]) -> tuple[int, int, int]:
+def timed(fn: Callable[[], Any]) -> tuple[int, int, Any]:
     """Run `fn` with the GC off; return (wall ns, CPU ns, its result)."""
     gc.disable()
     try:
@@ -212,13 +212,22 @@ def stepped_round(case_no: int) -> dict[str, list[int]]:
     indexed = filled(make(), scopes())
     drops = _stepped_drop()(indexed, scope, via=STEPPED[name])
     blocks: list[tuple[int, int]] = []
-    step = drops._step
+    step, finish = drops._step, drops._finish
 
-    def timed_step(parent: Any) -> None:
-        w, c, _ = timed(lambda: step(parent) or 0)
+    def timed_step(parent: Any) -> bool:
+        w, c, more = timed(lambda: step(parent))
         blocks.append((w, c))
+        return bool(more)
+
+    def timed_finish(parent: Any) -> int:
+        # The sweep after the last step, in the same loop iteration: one block.
+        w, c, dropped = timed(lambda: finish(parent))
+        last_w, last_c = blocks.pop() if blocks else (0, 0)
+        blocks.append((last_w + w, last_c + c))
+        return dropped
 
     drops._step = timed_step
+    drops._finish = timed_finish
     out: dict[str, list[int]] = {"wall": [], "cpu": [], "dropped": [], "total": []}
     out["steps"] = []
 

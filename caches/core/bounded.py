@@ -195,9 +195,14 @@ class BoundedTTLCache(ExpiringStore[K, V]):
     def invalidate_scope_values(self, scope: str, values: Iterable[Hashable]) -> int:
         """Drop every key of any of `values` of key scope `scope`, in one pass; return removals."""
         self._expire_due()
-        values = list(values)
-        matched = self._remove_scope_values(scope, values)
-        staled = sum(self.detach_scope_loads(scope, value) for value in values)
+        wanted = set(values)
+        matched = self._remove_scope_values(scope, wanted)
+        staled = 0
+        if self._inflight:
+            fn = self.scope_values(scope)
+            staled = self._detach_flights(
+                k for k in self._inflight if not wanted.isdisjoint(fn(k))
+            )
         self._note_invalidation(len(matched), staled)
         return len(matched)
 

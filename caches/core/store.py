@@ -231,6 +231,8 @@ class ExpiringStore(Generic[K, V]):
         self._groups: dict[str, tuple[_Part, ...]] = {}
         # Set once any key has had two values in one scope (see _remove_scope).
         self._multi_valued = False
+        # The scope functions that have given some key no value (see scope_is_total).
+        self._sparse: builtins.set[ScopeFn] = builtins.set()
         self._reset_structure()
 
     # ----------------------------------------------------------- clock
@@ -309,6 +311,10 @@ class ExpiringStore(Generic[K, V]):
             return 0
         return len(found) if found.__class__ is builtins.set else 1
 
+    def scope_is_total(self, scope: str) -> bool:
+        """Tell whether every key stored so far has had a value in key scope `scope`."""
+        return self._scopes[self._position(scope)][0] not in self._sparse
+
     def grouped_size(self, grouping: str, parent: Hashable, scope: str) -> int:
         """Return how many keys the `scope` values grouped under `parent` hold, each once."""
         values = self.grouped_values(grouping, parent, scope)
@@ -323,11 +329,16 @@ class ExpiringStore(Generic[K, V]):
             size += len(found) if found.__class__ is builtins.set else 1
         return size
 
-    def grouped_values(self, grouping: str, parent: Hashable, scope: str) -> list[Any]:
-        """Return the values of key scope `scope` that grouping `grouping` files under `parent`."""
+    def grouped_values(
+        self, grouping: str, parent: Hashable, scope: str, limit: int | None = None
+    ) -> list[Any]:
+        """Return the values of key scope `scope` that grouping `grouping` files under `parent`.
+
+        `limit`: at most that many of them (in no promised order).
+        """
         for position, _parent, up in self._groups[grouping]:
             if position == self._position(scope):
-                return list(_each(up.get(parent, _NO_KEYS)))
+                return list(islice(_each(up.get(parent, _NO_KEYS)), limit))
         raise KeyError(
             f"cache {self.name!r}: scope {grouping!r} does not group {scope!r}"
         )
@@ -378,9 +389,12 @@ class ExpiringStore(Generic[K, V]):
     def _index_add(self, key: K) -> None:
         for fn, index, ups in self._scopes:
             values = fn(key)
-            if len(values) > 1:
-                # A scoped removal must then unindex the key's other values.
-                self._multi_valued = True
+            if len(values) != 1:
+                if values:
+                    # A scoped removal must then unindex the key's other values.
+                    self._multi_valued = True
+                else:
+                    self._sparse.add(fn)  # see scope_is_total
             for value in values:
                 found = index.get(value, _NO_KEYS)
                 if found is _NO_KEYS:

@@ -40,6 +40,15 @@ def fill(c: BoundedTTLCache[Key, str], servers: int, users: int, channels: int) 
                 c.set((s, u, ch), f"{s}:{u}:{ch}")
 
 
+async def until_dropped(drops: SteppedDrop, *, turns: int = 10_000) -> None:
+    """Give the loop turns until nothing is pending (a bounded wait: a hang fails)."""
+    for _ in range(turns):
+        if not drops.pending:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"still pending after {turns} loop turns: {drops.pending}")
+
+
 def server_keys(c: BoundedTTLCache[Key, str], server: int) -> list[Key]:
     return [k for k, _ in c.items() if k[0] == server]
 
@@ -60,12 +69,14 @@ async def test_on_a_loop_each_step_drops_a_bounded_share_until_none_is_left(fake
     assert drops.drop(2) == 200  # answered at once, with what will go
     assert drops.pending == {2} and len(server_keys(c, 2)) == 200
     left = [200]
-    while drops.pending:
+    for _ in range(1000):  # bounded: a drop that never ends fails, not hangs
+        if not drops.pending:
+            break
         await asyncio.sleep(0)  # one loop iteration: at most one step
         left.append(len(server_keys(c, 2)))
     shares = [a - b for a, b in zip(left, left[1:], strict=False)]
-    assert max(shares) <= 20 + 5  # the step, plus the rest of one user's keys
-    assert left[-1] == 0 and drops.steps == 10
+    assert max(shares) <= 20  # whole users, never past the step
+    assert left[-1] == 0 and drops.steps == 11  # 10 of 20 keys, then the sweep
     # Gone from every index too, and the other servers untouched.
     assert c.keys_in_scope("server", 2) == []
     assert c.grouped_values("server", 2, "user") == []
@@ -78,10 +89,84 @@ async def test_keys_without_a_via_value_go_in_the_last_sweep(fake_clock):
     fill(c, servers=1, users=3, channels=2)
     c.set((1, 0, 7), "no user")  # only in the channel scope
     drops = SteppedDrop(c, "server", via="user", step=1)
-    assert drops.drop(1) == 6  # counted through `via`: the stray key is not
-    while drops.pending:
-        await asyncio.sleep(0)
+    assert drops.drop(1) == 7  # the stray key is counted too
+    await until_dropped(drops)
     assert len(c) == 0
+
+
+async def test_a_parent_whose_keys_all_lack_a_via_value_is_dropped(fake_clock):
+    c = cache(fake_clock)
+    for ch in range(10):
+        c.set((1, 0, ch), "no user")
+    c.set((2, 5, 0), "elsewhere")
+    drops = SteppedDrop(c, "server", via="user")
+    assert drops.drop(1) == 10
+    await until_dropped(drops)
+    assert c.keys() == [(2, 5, 0)]
+
+
+async def test_a_value_larger_than_a_step_goes_key_by_key(fake_clock):
+    c = cache(fake_clock)
+    for ch in range(100):  # one user, 100 channels: one value of 100 keys
+        c.set((1, 7, ch), "v")
+    drops = SteppedDrop(c, "server", via="user", step=10)
+    assert drops.drop(1) == 100
+    left = [100]
+    for _ in range(1000):  # bounded: a drop that never ends fails, not hangs
+        if not drops.pending:
+            break
+        await asyncio.sleep(0)
+        left.append(len(c))
+    assert max(a - b for a, b in zip(left, left[1:], strict=False)) <= 10
+    assert left[-1] == 0
+
+
+async def test_a_load_in_flight_for_a_parent_with_nothing_resident_is_staled(
+    fake_clock,
+):
+    c = cache(fake_clock)
+    drops = SteppedDrop(c, "server", via="user")
+    release = asyncio.Event()
+
+    async def slow() -> str:
+        await release.wait()
+        return "read before the drop"
+
+    load = asyncio.create_task(c.get_or_load((1, 9, 0), slow))
+    await asyncio.sleep(0)
+    assert drops.drop(1) == 0 and drops.pending == set()
+    release.set()
+    await load
+    assert (1, 9, 0) not in c  # no step ran: the drop itself staled the load
+
+
+def test_a_loop_that_ends_mid_drop_leaves_nothing_pending(fake_clock):
+    c = cache(fake_clock)
+    fill(c, servers=2, users=50, channels=4)
+    drops = SteppedDrop(c, "server", via="user", step=8)
+
+    async def drop_and_leave() -> int:
+        return drops.drop(1)  # asyncio.run then cancels the steps' task
+
+    assert asyncio.run(drop_and_leave()) == 200
+    assert drops.pending == set() and server_keys(c, 1) == []
+    assert len(server_keys(c, 2)) == 200
+
+
+async def test_a_failing_step_drops_the_rest_at_once(fake_clock, monkeypatch):
+    c = cache(fake_clock)
+    fill(c, servers=1, users=20, channels=2)
+    drops = SteppedDrop(c, "server", via="user", step=4)
+
+    def broken(scope, values):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug in a step")
+
+    monkeypatch.setattr(c, "invalidate_scope_values", broken)
+    assert drops.drop(1) == 40
+    task = drops._tasks[1]
+    with pytest.raises(RuntimeError):
+        await task
+    assert drops.pending == set() and len(c) == 0
 
 
 async def test_a_load_running_when_the_server_drops_stores_nothing(fake_clock):
@@ -99,8 +184,7 @@ async def test_a_load_running_when_the_server_drops_stores_nothing(fake_clock):
     assert drops.drop(1) == 2
     release.set()
     assert await load == "read before the drop"  # its caller gets it
-    while drops.pending:
-        await asyncio.sleep(0)
+    await until_dropped(drops)
     assert (1, 9, 0) not in c  # but the cache does not keep it
 
 
@@ -118,9 +202,8 @@ async def test_dropping_again_while_pending_runs_one_chain(fake_clock):
     assert drops.drop(1) == 20
     await asyncio.sleep(0)
     assert drops.drop(1) == 16  # what is left
-    while drops.pending:
-        await asyncio.sleep(0)
-    assert len(c) == 0 and drops.steps == 5
+    await until_dropped(drops)
+    assert len(c) == 0 and drops.steps == 6  # 5 of 4 keys, then the sweep
 
 
 async def test_expired_keys_are_not_counted(fake_clock):
@@ -164,7 +247,6 @@ async def test_a_key_under_two_via_values_is_counted_and_dropped_once(fake_clock
     assert c.grouped_size("server", 1, "channel") == 20
     drops = SteppedDrop(c, "server", via="channel", step=3)
     assert drops.drop(1) == 20
-    while drops.pending:
-        await asyncio.sleep(0)
+    await until_dropped(drops)
     assert c.keys() == [(2, 10, 0)]
     assert c.scope_members("channel") == {(2, 10): {(2, 10, 0)}}
