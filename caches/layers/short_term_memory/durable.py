@@ -5,9 +5,11 @@ from a background task, so a reply never waits on the database. Writes are
 kept in submission order (a clear followed by a new summary lands as a delete
 then an upsert) and coalesce per key: a key written five times while a batch
 is in flight is written once, with its latest value. Each batch is applied in
-one transaction; once the queue has been empty, the drain task waits
-GATHER_SECONDS after the next write before it takes its batch, so a busy
-bot's turns share batches (a flush never waits for that). A failed batch is kept: its writes go back to the front of
+one transaction. The drain task lingers LINGER_SECONDS on an empty queue;
+a write that wakes it there is taken GATHER_SECONDS later, with the writes
+queued meanwhile, so a busy bot's turns share batches (a flush never waits
+for that; after a longer idle spell a new task takes the first write at
+once). A failed batch is kept: its writes go back to the front of
 the queue (a newer queued write of a key still wins) and are retried with
 exponential back-off until the database takes them. The queue holds one
 write per key; past its cap the oldest write is dropped, and logged.
