@@ -7,7 +7,9 @@ import uuid
 import pytest
 
 from caches import bus, live
+from caches.messages import WorkerSnapshot
 from caches.operations import clear_cache_command, send_command
+from tests.support.faults import wait_until
 from tests.tomori.bot.worker.conftest import BotProcess
 
 
@@ -52,11 +54,22 @@ def test_a_bus_invalidation_reaches_both_shards(
             "w:shard0",
             "w:shard1",
         ]
-        snapshots = {snap.worker_id: snap for snap in live.live_snapshots()}
-        assert set(snapshots) == {"w:shard0", "w:shard1"}
-        for snap in snapshots.values():
+
+        # Each worker applied the broadcast before it answered (one ordered
+        # channel), but its snapshot is published every 0.5 s: wait for the
+        # first one taken after the apply (bounded).
+        def snapshots() -> dict[str, WorkerSnapshot]:
+            return {snap.worker_id: snap for snap in live.live_snapshots()}
+
+        def applied_everywhere() -> bool:
+            found = snapshots()
+            return set(found) == {"w:shard0", "w:shard1"} and all(
+                snap.bus.get("applied", 0) >= 1 for snap in found.values()
+            )
+
+        assert wait_until(applied_everywhere, timeout=10), snapshots()
+        for snap in snapshots().values():
             assert snap.shard_ids in ((0,), (1,))
-            assert snap.bus["applied"] >= 1
     finally:
         bus.configure()
         live.reset_for_tests()
