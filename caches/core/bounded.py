@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar, overload
 
 from caches.core.clock import Clock
@@ -103,14 +104,6 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         if self._inflight:
             self._loads.detach(key)
         ExpiringStore.set(self, key, value, ttl)
-
-    def has_loads_in_flight(self) -> bool:
-        """Tell whether any load is running (`set` then stales the key's load).
-
-        With none, `ExpiringStore.set(cache, ...)` is this cache's `set`,
-        for a caller that writes several keys on a hot path.
-        """
-        return bool(self._inflight)
 
     # ----------------------------------------------------------- loading
 
@@ -189,7 +182,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         """Drop every key of scope `scope` = `value` (through its index); return removals."""
         self._expire_due()
         matched = self._remove_scope(scope, value)
-        self._note_invalidation(len(matched), self.detach_scope_loads(scope, value))
+        self._note_invalidation(len(matched), self._detach_scope(scope, {value}))
         return len(matched)
 
     def invalidate_scope_values(self, scope: str, values: Iterable[Hashable]) -> int:
@@ -197,21 +190,21 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         self._expire_due()
         wanted = set(values)
         matched = self._remove_scope_values(scope, wanted)
-        staled = 0
-        if self._inflight:
-            fn = self.scope_values(scope)
-            staled = self._detach_flights(
-                k for k in self._inflight if not wanted.isdisjoint(fn(k))
-            )
-        self._note_invalidation(len(matched), staled)
+        self._note_invalidation(len(matched), self._detach_scope(scope, wanted))
         return len(matched)
 
     def detach_scope_loads(self, scope: str, value: Hashable) -> int:
         """Stale every in-flight load of a key in scope `scope` = `value`; return how many."""
+        return self._detach_scope(scope, {value})
+
+    def _detach_scope(self, scope: str, values: AbstractSet[Hashable]) -> int:
+        # The in-flight loads of keys under any of `values`, in one pass.
         if not self._inflight:
             return 0
         fn = self.scope_values(scope)
-        return self._detach_flights(k for k in self._inflight if value in fn(k))
+        return self._detach_flights(
+            k for k in self._inflight if not values.isdisjoint(fn(k))
+        )
 
     def invalidate_prefix(self, prefix: str) -> int:
         """Drop every string key starting with `prefix`; return entries removed."""

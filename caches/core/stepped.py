@@ -8,7 +8,7 @@ else runs on the loop meanwhile.
 
 How. `drop(parent)` answers at once with how many keys `parent` holds in
 the grouping: it stales the parent's in-flight loads and marks the parent
-`pending`. A task on the running loop then drops the parent's keys about
+`pending`. A task on the running loop then drops the parent's keys at most
 `step` at a time, one step per loop iteration, through the values of scope
 `via` (a few users' spotlights at a time; a value holding more than `step`
 keys goes key by key), until none is left; a last sweep of the grouping
@@ -31,9 +31,10 @@ from typing import Any
 
 from caches.core.bounded import BoundedTTLCache
 
-#: Keys a step drops (at least: whole `via` values). A key dropped in a step
-#: costs about 0.75 us (its other scopes' index entries are updated key by
-#: key, where a one-go server drop pops them whole): 25-50 us a step.
+#: Keys a step drops at most (whole `via` values, or one value's keys one by
+#: one when it holds more). A key dropped in a step costs about 0.75 us (its
+#: other scopes' index entries are updated key by key, where a one-go server
+#: drop pops them whole): 25-50 us a step.
 STEP_KEYS = 32
 
 
@@ -48,9 +49,8 @@ class SteppedDrop:
         via: str,
         step: int = STEP_KEYS,
     ) -> None:
-        cache.grouped_values(
-            grouping, None, via
-        )  # a KeyError now if it does not group it
+        # A KeyError now if `grouping` does not group `via`.
+        cache.grouped_values(grouping, None, via)
         self.cache = cache
         self.grouping = grouping
         self.via = via
@@ -92,7 +92,7 @@ class SteppedDrop:
             self._tasks.pop(parent, None)
 
     def _step(self, parent: Hashable) -> bool:
-        """Drop about `step` of the parent's keys; tell whether any `via` value is left."""
+        """Drop at most `step` of the parent's keys; False if no `via` value was left."""
         cache, via = self.cache, self.via
         self.steps += 1
         size = cache.scope_size

@@ -121,6 +121,13 @@ def _each(found: Any) -> Any:
     return found if found.__class__ is builtins.set else (found,)
 
 
+def _count(found: Any) -> int:
+    """Return how many keys an index value holds (0 for _NO_KEYS)."""
+    if found is _NO_KEYS:
+        return 0
+    return len(found) if found.__class__ is builtins.set else 1
+
+
 def _members(found: Any) -> builtins.set[Any]:
     """Return an index value as a set of keys (a copy; empty for _NO_KEYS)."""
     if found is _NO_KEYS:
@@ -306,10 +313,7 @@ class ExpiringStore(Generic[K, V]):
 
     def scope_size(self, scope: str, value: Hashable) -> int:
         """Return how many keys key scope `scope` holds under `value` (O(1), no expiry)."""
-        found = self._scopes[self._position(scope)][1].get(value, _NO_KEYS)
-        if found is _NO_KEYS:
-            return 0
-        return len(found) if found.__class__ is builtins.set else 1
+        return _count(self._scopes[self._position(scope)][1].get(value, _NO_KEYS))
 
     def scope_is_total(self, scope: str) -> bool:
         """Tell whether every key stored so far has had a value in key scope `scope`."""
@@ -323,11 +327,7 @@ class ExpiringStore(Generic[K, V]):
             keys: builtins.set[Any] = builtins.set()
             _union(index, values, keys)
             return len(keys)
-        size = 0
-        for value in values:
-            found = index.get(value, _NO_KEYS)
-            size += len(found) if found.__class__ is builtins.set else 1
-        return size
+        return sum(_count(index.get(value, _NO_KEYS)) for value in values)
 
     def grouped_values(
         self, grouping: str, parent: Hashable, scope: str, limit: int | None = None

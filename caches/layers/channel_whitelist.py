@@ -138,13 +138,8 @@ async def get_cached_whitelist_status(
     """
     if _dropping and server_disc_id in _dropping:
         # The server's old decisions are still being dropped: read through.
-        return await run_db(
-            channels_repo.load_whitelist_decision,
-            server_disc_id=server_disc_id,
-            channel_disc_id=channel_disc_id,
-            parent_disc_id=parent_disc_id,
-            role_ids=None if role_ids is None else frozenset(role_ids),
-        )
+        roles = None if role_ids is None else frozenset(role_ids)
+        return await _load(server_disc_id, channel_disc_id, parent_disc_id, roles)
     # Keys are built inline: a function call is a fair share of a hit.
     parent = parent_disc_id or NO_PARENT
     any_key: WhitelistKey = (server_disc_id, channel_disc_id, parent, ANY_ROLES)
@@ -172,19 +167,28 @@ async def get_cached_whitelist_status(
     return decision
 
 
-def _loader(
+async def _load(
     server_disc_id: int,
     channel_disc_id: int,
     parent_disc_id: int | None,
     roles: RoleSignature,
-) -> Loader[WhitelistDecision]:
-    return lambda: run_db(
+) -> WhitelistDecision:
+    return await run_db(
         channels_repo.load_whitelist_decision,
         server_disc_id=server_disc_id,
         channel_disc_id=channel_disc_id,
         parent_disc_id=parent_disc_id,
         role_ids=roles,
     )
+
+
+def _loader(
+    server_disc_id: int,
+    channel_disc_id: int,
+    parent_disc_id: int | None,
+    roles: RoleSignature,
+) -> Loader[WhitelistDecision]:
+    return lambda: _load(server_disc_id, channel_disc_id, parent_disc_id, roles)
 
 
 def invalidate_whitelist_cache(

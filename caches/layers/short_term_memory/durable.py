@@ -105,6 +105,15 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+async def _settled(future: asyncio.Future[None], *, within: float) -> None:
+    """Wait until `future` is settled, settling it after `within` seconds at the latest."""
+    timer = future.get_loop().call_later(within, _settle, future)
+    try:
+        await future
+    finally:
+        timer.cancel()
+
+
 class DurableWriter:
     """An ordered write-behind queue with per-key coalescing and retries."""
 
@@ -279,24 +288,18 @@ class DurableWriter:
         """Wait `gather` seconds (a flush cuts it short) for more writes to join the batch."""
         if self._hurry or self.gather <= 0:
             return
-        loop = asyncio.get_running_loop()
-        gathering = self._gathering = loop.create_future()
-        timer = loop.call_later(self.gather, _settle, gathering)
+        gathering = self._gathering = asyncio.get_running_loop().create_future()
         try:
-            await gathering
+            await _settled(gathering, within=self.gather)
         finally:
-            timer.cancel()
             self._gathering = None
 
     async def _linger(self) -> bool:
         """Park until a write is queued or LINGER_SECONDS pass; tell whether one was."""
-        loop = asyncio.get_running_loop()
-        idle = self._idle = loop.create_future()
-        timer = loop.call_later(LINGER_SECONDS, _settle, idle)
+        self._idle = asyncio.get_running_loop().create_future()
         try:
-            await idle
+            await _settled(self._idle, within=LINGER_SECONDS)
         finally:
-            timer.cancel()
             self._idle = None
         return bool(self._pending)
 

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypedDict
 
 from caches.core import MISSING, BoundedTTLCache, Clock
-from caches.core.store import ExpiringStore
 from caches.layers.short_term_memory import keys as k
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
@@ -167,15 +166,10 @@ class ShortTermMemoryStore:
         if hydrator.loading:  # the warm path loads nothing: no touch then
             for entry in entries:
                 hydrator.touch(entry.key)
-        cache = self.cache
+        put = self.cache.set
         crude, summarized = crude_ttl(), summary_ttl()
-        if cache.has_loads_in_flight():
-            for entry in entries:
-                cache.set(entry.key, entry, summarized if entry.summary else crude)
-        else:  # the warm path: no load to stale, so the store's set alone
-            put = ExpiringStore.set
-            for entry in entries:
-                put(cache, entry.key, entry, summarized if entry.summary else crude)
+        for entry in entries:
+            put(entry.key, entry, summarized if entry.summary else crude)
         self.writer.submit_entries(entries, turns=turns)
 
     def _resident(self, targets: Targets) -> list[ShortTermMemoryEntry | None] | None:
