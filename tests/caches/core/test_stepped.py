@@ -53,6 +53,21 @@ def server_keys(c: BoundedTTLCache[Key, str], server: int) -> list[Key]:
     return [k for k, _ in c.items() if k[0] == server]
 
 
+async def held_load(
+    c: BoundedTTLCache[Key, str], key: Key
+) -> tuple[asyncio.Task[str], asyncio.Event]:
+    """Start a load of `key` that answers "read before the drop" once released."""
+    release = asyncio.Event()
+
+    async def slow() -> str:
+        await release.wait()
+        return "read before the drop"
+
+    load = asyncio.create_task(c.get_or_load(key, slow))
+    await asyncio.sleep(0)  # the load has started
+    return load, release
+
+
 def test_without_a_running_loop_the_drop_is_done_at_once(fake_clock):
     c = cache(fake_clock)
     fill(c, servers=2, users=30, channels=5)
@@ -126,14 +141,7 @@ async def test_a_load_in_flight_for_a_parent_with_nothing_resident_is_staled(
 ):
     c = cache(fake_clock)
     drops = SteppedDrop(c, "server", via="user")
-    release = asyncio.Event()
-
-    async def slow() -> str:
-        await release.wait()
-        return "read before the drop"
-
-    load = asyncio.create_task(c.get_or_load((1, 9, 0), slow))
-    await asyncio.sleep(0)
+    load, release = await held_load(c, (1, 9, 0))
     assert drops.drop(1) == 0 and drops.pending == set()
     release.set()
     await load
@@ -173,14 +181,7 @@ async def test_a_load_running_when_the_server_drops_stores_nothing(fake_clock):
     c = cache(fake_clock)
     fill(c, servers=1, users=2, channels=1)
     drops = SteppedDrop(c, "server", via="user")
-    release = asyncio.Event()
-
-    async def slow() -> str:
-        await release.wait()
-        return "read before the drop"
-
-    load = asyncio.create_task(c.get_or_load((1, 9, 0), slow))
-    await asyncio.sleep(0)
+    load, release = await held_load(c, (1, 9, 0))
     assert drops.drop(1) == 2
     release.set()
     assert await load == "read before the drop"  # its caller gets it

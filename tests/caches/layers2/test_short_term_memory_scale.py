@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -86,13 +87,21 @@ def test_an_entry_matches_a_delete_as_its_row_would() -> None:
             assert where_matches(where, entry) == where_matches(where, entry.durable())
 
 
-async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
+def recording_writer(**kwargs: Any) -> tuple[DurableWriter, list[list[object]]]:
+    """Return a writer whose batches are recorded in the list beside it (no database)."""
     applied: list[list[object]] = []
 
     async def call(apply, writes):  # type: ignore[no-untyped-def]
         apply(writes)
 
-    writer = DurableWriter(lambda writes: applied.append(list(writes)), call=call)
+    writer = DurableWriter(
+        lambda writes: applied.append(list(writes)), call=call, **kwargs
+    )
+    return writer, applied
+
+
+async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
+    writer, applied = recording_writer()
     entries = [_entry(turn_count=n) for n in range(5)]
     for entry in entries:
         writer.submit_entry(entry, turns=1)
@@ -105,14 +114,7 @@ async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
 
 async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> None:
     """Writes queued while the drain task lingers wake it: no task per store."""
-    applied: list[list[object]] = []
-
-    async def call(apply, writes):  # type: ignore[no-untyped-def]
-        apply(writes)
-
-    writer = DurableWriter(
-        lambda writes: applied.append(list(writes)), call=call, gather=0
-    )
+    writer, applied = recording_writer(gather=0)
     first = _entry(turn_count=1)
     writer.submit_entry(first, turns=1)
     task = writer._task
@@ -133,15 +135,8 @@ async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> 
 
 async def test_a_woken_drain_task_gathers_the_next_turns_into_one_batch() -> None:
     """After an idle spell, writes of the next turns share one batch; a flush ends the wait."""
-    applied: list[list[object]] = []
-
-    async def call(apply, writes):  # type: ignore[no-untyped-def]
-        apply(writes)
-
     # A gathering window no test outlives: only the flush can end it.
-    writer = DurableWriter(
-        lambda writes: applied.append(list(writes)), call=call, gather=3600
-    )
+    writer, applied = recording_writer(gather=3600)
     first = _entry(turn_count=1)
     writer.submit_entry(first, turns=1)
     for _ in range(3):
