@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -296,6 +296,68 @@ def test_a_batch_of_upserts_is_one_statement() -> None:
         ShortTermMemoryRecord.objects.values_list("channel_disc_id", "turn_count")
     )
     assert counts == {n + 1: (100 + n if n < 80 else n) for n in range(160)}
+
+
+def _varied(n: int, key: str) -> DurableMemory:
+    """Return a record whose fields take every shape a column holds (None, JSON, text)."""
+    return DurableMemory(
+        cache_key=f"shortterm:{key}:{n}",
+        scope="server" if n % 2 else "user",
+        channel_disc_id=2**62 + n,
+        user_disc_id=None if n % 2 else 2**63 - 1 - n,
+        server_disc_id=2**40 + n if n % 2 else None,
+        persona_id=n if n % 3 == 0 else None,
+        summary=["", "plain", "quote ' \" \\ é 🎉\nline", "{1,2}"][n % 4],
+        categories=(("a", "b,c", '{"x"}') if n % 2 else ()),
+        turn_count=2**31 - 1 - n,
+        summarized_turn_count=n,
+        updated_at=VARIED_AT - timedelta(seconds=n, microseconds=n),
+    )
+
+
+VARIED_AT = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def _stored(prefix: str) -> dict[int, tuple[Any, ...]]:
+    from tomori.models import ShortTermMemoryRecord
+
+    rows = ShortTermMemoryRecord.objects.filter(cache_key__startswith=prefix)
+    return {
+        int(row.cache_key.rsplit(":", 1)[1]): (
+            row.scope,
+            row.channel_disc_id,
+            row.user_disc_id,
+            row.server_disc_id,
+            row.persona_id,
+            row.summary,
+            row.categories,
+            row.turn_count,
+            row.summarized_turn_count,
+            row.updated_at,
+        )
+        for row in rows
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_column_upsert_stores_what_the_orm_upsert_stores() -> None:
+    """PostgreSQL's unnest upsert and the ORM's (SQLite's path) leave equal rows."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the column upsert is PostgreSQL's")
+    for writer, key in ((repo._upsert_columns, "columns"), (repo._upsert_rows, "orm")):
+        writer([_varied(n, key) for n in range(12)])
+        # A conflict updates every field but the key (all-None columns too).
+        writer(
+            [
+                dataclasses.replace(
+                    _varied(n + 1, key), cache_key=_varied(n, key).cache_key
+                )
+                for n in range(4)
+            ]
+        )
+    columns, orm = _stored("shortterm:columns:"), _stored("shortterm:orm:")
+    assert len(columns) == 12 and columns == orm
+    assert columns[0][6] == list(_varied(1, "x").categories)  # updated from record 1
 
 
 @pytest.mark.django_db(transaction=True)
