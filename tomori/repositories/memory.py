@@ -187,6 +187,7 @@ def _upsert_columns(records: list[DurableMemory]) -> None:
     """
     columns = [[get(r) for r in records] for get in _GETTERS]
     columns[_CATEGORIES] = [json.dumps(list(c)) for c in columns[_CATEGORIES]]
+    connection.close_if_health_check_failed()  # what connection.cursor() does
     connection.ensure_connection()
     binding: Any = psycopg.Cursor(connection.connection)  # server-side binding
     # Through Django's cursor wrapper: its execute wrappers, query logging
