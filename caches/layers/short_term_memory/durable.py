@@ -21,7 +21,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 
 from caches.layers._support import run_db
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
@@ -133,6 +134,12 @@ class DurableWriter:
     ) -> None:
         self._apply = apply
         self._call: Call = call or run_db
+        # The read fence (see `reading`): batches stored so far, the reads
+        # open by how many had been stored when each began, and the writes of
+        # batches stored while a read was open, by their number.
+        self._stored = 0
+        self._reads: Counter[int] = Counter()
+        self._recent: deque[tuple[int, list[Pending]]] = deque()
         self.max_pending = max_pending
         self.gather = gather
         # Set while a woken drain task gathers writes (see _gather).
@@ -311,6 +318,9 @@ class DurableWriter:
 
     def _succeeded(self, batch: list[_Queued]) -> None:
         self._in_flight = []
+        self._stored += 1
+        if self._reads:  # a read still open may have missed this batch
+            self._recent.append((self._stored, [write for _, write, _ in batch]))
         self.batches += 1
         self.writes += len(batch)
         if self._failing:
@@ -370,10 +380,41 @@ class DurableWriter:
         finally:
             self._hurry = False
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Fence a table read whose result `overlay` adjusts: overlay inside the block.
+
+        Batches are stored from their own database thread, so a read can see
+        the table from before a batch that was stored (and left the in-flight
+        list) by the time the read returns. Such batches are kept for
+        `overlay` until no read that began before them is open: bounded by
+        the batches stored during the longest open read (a read has a
+        deadline, DB_CALL_TIMEOUT_SECONDS).
+        """
+        began = self._stored
+        self._reads[began] += 1
+        try:
+            yield
+        finally:
+            self._reads[began] -= 1
+            if not self._reads[began]:
+                del self._reads[began]
+            oldest = min(self._reads, default=None)
+            recent = self._recent
+            while recent and (oldest is None or recent[0][0] <= oldest):
+                recent.popleft()  # stored before every open read began
+
     def overlay(self, key: str, record: DurableMemory | None) -> DurableMemory | None:
-        """Return `record` (read from the table) as the queued writes will leave it."""
+        """Return `record` (read from the table) as the queued writes will leave it.
+
+        Writes are replayed in order: those stored while a read was open
+        (inside `reading`, which a read that overlays must use), then the
+        batch in flight, then the queue. Replaying a write the read saw
+        already leaves the record as it was.
+        """
         in_flight: list[Pending] = [write for _, write, _ in self._in_flight]
-        for queued in (*in_flight, *self._pending.values()):
+        stored: list[Pending] = [w for _, writes in self._recent for w in writes]
+        for queued in (*stored, *in_flight, *self._pending.values()):
             if isinstance(queued, ShortTermMemoryEntry):
                 if queued.key == key:
                     record = queued.durable()

@@ -121,10 +121,11 @@ class Hydrator:
 
     async def _load_key(self, key: str, flight: Flight[None]) -> None:
         self.key_loads += 1
-        record = await run_db(
-            repo.get_memory_record, key, updated_since=self._window_start()
-        )
-        record = self._writer.overlay(key, record)
+        with self._writer.reading():
+            record = await run_db(
+                repo.get_memory_record, key, updated_since=self._window_start()
+            )
+            record = self._writer.overlay(key, record)
         if flight.stale:
             return
         # Nothing durable: remember the miss so every message in a quiet
@@ -165,13 +166,16 @@ class Hydrator:
                 if scope == USER
                 else repo.list_memory_records_for_server
             )
-            records = await run_db(lister, owner, updated_since=self._window_start())
-            if flight.stale:
-                return  # a clear overlapped: the next listing loads again
-            for record in records:
-                if not flight.was_touched(record.cache_key):
-                    overlaid = self._writer.overlay(record.cache_key, record)
-                    self._apply(record.cache_key, overlaid)
+            with self._writer.reading():
+                records = await run_db(
+                    lister, owner, updated_since=self._window_start()
+                )
+                if flight.stale:
+                    return  # a clear overlapped: the next listing loads again
+                for record in records:
+                    if not flight.was_touched(record.cache_key):
+                        overlaid = self._writer.overlay(record.cache_key, record)
+                        self._apply(record.cache_key, overlaid)
             loaded.set((scope, owner), True)
 
         return load

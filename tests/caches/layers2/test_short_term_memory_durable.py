@@ -68,6 +68,24 @@ def _gated(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[asyncio.Event, .
     return entered, release
 
 
+@db
+async def test_a_hydration_read_overlays_a_batch_stored_while_it_was_open(
+    stm_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are stored from their own thread: the read's answer may predate one."""
+    entry = await remember(USER, SERVER, CHANNEL, "hello")
+    await stm_store.writer.flush()
+    stm_store.cache.clear()  # the row stays; the next read hydrates it
+    entered, release = _gated(monkeypatch, "get_memory_record")
+    load = asyncio.create_task(stm_store.get(entry.key))
+    await asyncio.wait_for(entered.wait(), 10)  # it read turn_count 1
+    stm_store.writer.submit(dataclasses.replace(entry.durable(), turn_count=5))
+    await asyncio.wait_for(stm_store.writer.flush(), 10)  # stored, not in flight
+    release.set()
+    hydrated = await asyncio.wait_for(load, 10)
+    assert hydrated is not None and hydrated.turn_count == 5
+
+
 async def _summarize(text: str, channel: int = CHANNEL) -> None:
     await stm.update_short_term_memory_summary(
         channel_disc_id=channel,

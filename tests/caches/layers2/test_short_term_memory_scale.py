@@ -112,6 +112,34 @@ async def test_an_entry_stored_many_times_waits_as_one_write() -> None:
     assert writer.turns_behind() == 0
 
 
+async def test_the_read_fence_keeps_a_stored_batch_while_a_read_begun_before_it_is_open() -> (
+    None
+):
+    writer, applied = recording_writer(gather=0)
+    first, second = _record(1), _record(2)
+    outer = writer.reading()
+    outer.__enter__()
+    writer.submit(first)
+    await writer.flush()  # stored while the outer read is open
+    inner = writer.reading()
+    inner.__enter__()
+    writer.submit(second)
+    await writer.flush()
+    assert applied == [[first], [second]]
+    # Nothing is queued or in flight, yet both reads may have missed them.
+    assert writer.overlay(first.cache_key, None) == first
+    assert writer.overlay(second.cache_key, None) == second
+    outer.__exit__(None, None, None)
+    # The inner read began after `first` was stored: only `second` is kept.
+    assert writer.overlay(first.cache_key, None) is None
+    assert writer.overlay(second.cache_key, None) == second
+    inner.__exit__(None, None, None)
+    assert writer.overlay(second.cache_key, None) is None
+    writer.submit(dataclasses.replace(first, turn_count=9))
+    await writer.flush()  # stored with no read open: nothing to keep
+    assert writer.overlay(first.cache_key, None) is None
+
+
 async def test_one_drain_task_serves_a_stream_of_turns_and_a_flush_ends_it() -> None:
     """Writes queued while the drain task lingers wake it: no task per store."""
     writer, applied = recording_writer(gather=0)
