@@ -16,10 +16,11 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import DatabaseError, OperationalError, connections
 
 from caches.core.breaker import CLOSED, CircuitBreaker
@@ -61,15 +62,25 @@ class DatabaseCalls:
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Return `fn(*args, **kwargs)` run in the database thread; raise DatabaseUnavailable."""
+        return await self._run(sync_to_async(self._tracked(fn)), *args, **kwargs)
+
+    async def run_writes(
+        self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Like `run`, in the write-behind's own thread (and connection): see `WRITES`."""
+        call = sync_to_async(self._tracked(fn), thread_sensitive=False, executor=WRITES)
+        return await self._run(call, *args, **kwargs)
+
+    async def _run(
+        self, call: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
         breaker = self.breaker
         breaker.open_seconds = knobs().DB_BREAKER_OPEN_SECONDS
         if not breaker.allow():
             raise DatabaseUnavailable("the database is not answering: call refused")
         timeout = knobs().DB_CALL_TIMEOUT_SECONDS
         try:
-            result = await asyncio.wait_for(
-                sync_to_async(self._tracked(fn))(*args, **kwargs), timeout
-            )
+            result = await asyncio.wait_for(call(*args, **kwargs), timeout)
         except TimeoutError:
             self._timed_out(timeout)
             raise DatabaseUnavailable(
@@ -144,10 +155,33 @@ def _drop_broken_connections() -> None:
 
 _calls = DatabaseCalls()
 
+#: The write-behind's database thread. Django's async path runs every query
+#: in one thread, in order, so a durable batch (its INSERT and its COMMIT's
+#: WAL flush) held up every cache miss queued behind it. Writes that turns
+#: only queue get a thread and a connection of their own; readers that must
+#: see them overlay what is queued, in flight and committed meanwhile
+#: (`DurableWriter.reading` and `overlay`), not the thread's order.
+WRITES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tomori-db-writes")
+
 
 def database_calls() -> DatabaseCalls:
     """Return this process's database call guard (its breaker, its counters)."""
     return _calls
+
+
+async def run_db_writes(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a sync write-behind function in its own database thread, within a deadline.
+
+    Deadline and breaker as `run_db`. Short-term memory's durable batches run
+    here, so a cache miss never queues behind one (nor behind its commit).
+    """
+    return await database_calls().run_writes(fn, *args, **kwargs)
+
+
+def close_thread_connections(timeout: float = 30) -> None:
+    """Close the connections of both database threads (tests, before a database goes)."""
+    for executor in (SyncToAsync.single_thread_executor, WRITES):
+        executor.submit(connections.close_all).result(timeout)
 
 
 async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -6,17 +6,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from asgiref.sync import SyncToAsync
-from django.db import connection, connections
+from django.db import connection
 
-from caches.database import database_calls
+from caches.database import close_thread_connections, database_calls
 from caches.layers.short_term_memory import short_term_memory_store
 from tests.support.faults import TcpProxy
 
 
 def _close_database_thread() -> None:
-    """Close the connections of asgiref's database thread (async tests query there)."""
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result(30)
+    """Close the connections of the database threads (async tests query there)."""
+    close_thread_connections(30)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 
-from caches.layers._support import run_db
+from caches.database import run_db_writes
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
 from caches.layers.short_term_memory.keys import USER
 from caches.outage_log import on_log_trail
@@ -133,7 +133,7 @@ class DurableWriter:
         gather: float = GATHER_SECONDS,
     ) -> None:
         self._apply = apply
-        self._call: Call = call or run_db
+        self._call: Call = call or run_db_writes
         # The read fence (see `reading`): batches stored so far, the reads
         # open by how many had been stored when each began, and the writes of
         # batches stored while a read was open, by their number.

@@ -22,10 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from asgiref.sync import SyncToAsync, async_to_sync
-from django.db import connections
+from asgiref.sync import async_to_sync
 
 from caches import bus
+from caches.database import close_thread_connections
 from caches.layers import load_all
 from caches.registry import registry
 from tomori import models as m
@@ -117,9 +117,9 @@ def layers(django_assert_num_queries: Callable[..., Any]) -> Iterator[Layers]:
     registry.clear_all()
     yield Layers(django_assert_num_queries)
     registry.clear_all()
-    # Async reads in transactional tests query from asgiref's database
-    # thread too; close its connection so the test database can be dropped.
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    # Async reads in transactional tests query from the database threads
+    # too; close their connections so the test database can be dropped.
+    close_thread_connections()
 
 
 @pytest.fixture(autouse=True)

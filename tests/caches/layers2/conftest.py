@@ -6,11 +6,10 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import SyncToAsync
-from django.db import connections
 from django.utils import timezone
 
 from caches.core import FakeClock
+from caches.database import close_thread_connections
 from caches.layers import (
     markdown_table,
     short_term_memory,
@@ -25,14 +24,14 @@ from tomori.crypto import SecretToken
 
 @pytest.fixture(autouse=True)
 def close_async_connections() -> Iterator[None]:
-    """Close the connection of asgiref's database thread after each test.
+    """Close the connections of the database threads after each test.
 
-    Async tests query from that thread; its connection must be closed so the
+    Async tests query from those threads; their connections must be closed so the
     test database can be dropped at the end of the session. (The registry,
     so every layer here, is rebuilt before each test by the suite's fixture.)
     """
     yield
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    close_thread_connections()
 
 
 @pytest.fixture

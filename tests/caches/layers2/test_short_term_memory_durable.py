@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError
 from django.utils import timezone
 
+from caches.database import run_db
 from caches.layers import short_term_memory as stm
 from caches.layers.short_term_memory import (
     ShortTermMemoryStore,
@@ -84,6 +86,33 @@ async def test_a_hydration_read_overlays_a_batch_stored_while_it_was_open(
     release.set()
     hydrated = await asyncio.wait_for(load, 10)
     assert hydrated is not None and hydrated.turn_count == 5
+
+
+@db
+async def test_a_read_does_not_wait_behind_a_durable_batch(
+    stm_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held, release = threading.Event(), threading.Event()
+    store_batch = stm_store.writer._apply
+
+    def held_batch(writes):  # type: ignore[no-untyped-def]
+        held.set()  # on the write-behind's thread, mid-batch
+        release.wait(10)
+        store_batch(writes)
+
+    monkeypatch.setattr(stm_store.writer, "_apply", held_batch)
+    await remember(USER, SERVER, CHANNEL, "hello")
+    flushing = asyncio.create_task(stm_store.writer.flush())
+    try:
+        assert await asyncio.to_thread(held.wait, 10)
+        # A cache miss's query answers while the batch is held (one shared
+        # thread made it wait for the batch: DatabaseUnavailable after
+        # DB_CALL_TIMEOUT_SECONDS).
+        assert await run_db(ShortTermMemoryRecord.objects.count) == 0
+    finally:
+        release.set()
+    await asyncio.wait_for(flushing, 10)
+    assert len(await durable_rows()) == 2
 
 
 async def _summarize(text: str, channel: int = CHANNEL) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from caches.database import run_db, run_db_writes
 from caches.layers.short_term_memory import flush_pending_writes
 from tests.tomori.bot.pipeline.conftest import (
     Bot,
@@ -44,21 +45,46 @@ async def test_repeat_turn_runs_no_database_query(bot: Bot) -> None:
     cold = await bot.speak(guild, user, channel)
     await flush_pending_writes()  # short-term memory's write-behind of that turn
     recorder = Statements()
-    await sync_to_async(_install)(recorder)  # the thread every cache load uses
-    _install(recorder)
+    # Every thread that queries: this one, the one every cache load uses, and
+    # the write-behind's own.
+    threads = (sync_to_async(_install_on), run_db_writes, _on_this_thread)
+    for on_thread in threads:
+        await on_thread(_install, recorder)
     try:
+        await run_db(_probe)  # seen: the recorder watches the cache loads' thread
+        probed = len(recorder.sql)
         warm = [await bot.speak(guild, user, channel) for _ in range(5)]
         await flush_pending_writes()
     finally:
-        _remove(recorder)
-        await sync_to_async(_remove)(recorder)
+        for on_thread in threads:
+            await on_thread(_remove, recorder)
 
+    assert probed == 1 and recorder.sql[0] == PROBE
+    statements = recorder.sql[probed:]
     assert cold.outcome is Outcome.OK
     assert all(turn.outcome is Outcome.OK for turn in warm)
     # Only short-term memory's queued write-behind of these turns may run
-    # (and seeing it proves the recorder watches the database thread).
-    assert any(is_memory_upsert(sql) for sql in recorder.sql)
-    assert [sql for sql in recorder.sql if not is_memory_upsert(sql)] == []
+    # (and seeing it proves the recorder watches the write-behind's thread).
+    assert any(is_memory_upsert(sql) for sql in statements)
+    assert [sql for sql in statements if not is_memory_upsert(sql)] == []
+
+
+PROBE = "SELECT 1"
+
+
+def _probe() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(PROBE)
+
+
+def _install_on(fn: Callable[[Statements], None], recorder: Statements) -> None:
+    fn(recorder)
+
+
+async def _on_this_thread(
+    fn: Callable[[Statements], None], recorder: Statements
+) -> None:
+    fn(recorder)
 
 
 def is_memory_upsert(sql: str) -> bool:
