@@ -68,7 +68,7 @@ class QueryCounter:
 
 
 async def install_counter(counter: QueryCounter) -> None:
-    """Count statements on this thread's and the database thread's connection."""
+    """Count statements on this thread's and each database thread's connection."""
     from asgiref.sync import sync_to_async
     from django.db import connection
 
@@ -78,6 +78,11 @@ async def install_counter(counter: QueryCounter) -> None:
 
     install()
     await sync_to_async(install)()  # the thread every run_db call uses
+    try:  # a build whose write-behind has a thread of its own (this one)
+        from caches.database import WRITES
+    except ImportError:  # the old main: its writes use the thread above
+        return
+    await asyncio.get_running_loop().run_in_executor(WRITES, install)
 
 
 class TimedPipeline:
