@@ -41,40 +41,70 @@ class DatabaseUnavailable(OperationalError, TimeoutError):
     """
 
 
-class DatabaseCalls:
-    """Sync database functions run in Django's database thread, each within a deadline."""
+class _Lane:
+    """One database thread's calls: its breaker, and when its running call started."""
 
-    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+    def __init__(self, name: str, clock: Clock) -> None:
+        self.name = name
         self.breaker = CircuitBreaker(open_seconds=1.0, clock=clock)
         # Thread id -> when the call that thread is running started
         # (time.monotonic: deadlines are real time whatever the breaker's clock).
-        self._started: dict[int, float] = {}
+        self.started: dict[int, float] = {}
+
+    def stuck(self, older_than: float) -> int:
+        now = time.monotonic()
+        return sum(1 for t in list(self.started.values()) if now - t >= older_than)
+
+
+class DatabaseCalls:
+    """Sync database functions run in a database thread, each within a deadline.
+
+    Two threads, each a lane with its own breaker: cache reads (Django's
+    async thread, `run`) and short-term memory's write-behind (`run_writes`).
+    A call hung on one connection refuses that lane's calls only: reads no
+    longer queue behind writes, so a hung write is no reason to refuse them.
+    """
+
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+        self._reads = _Lane("reads", clock)
+        self._writes = _Lane("writes", clock)
+        self.breaker = self._reads.breaker  # the cache reads' (the turns')
+        self.writes_breaker = self._writes.breaker
         self.timeouts = 0
 
     def set_clock(self, clock: Clock) -> None:
-        """Time the breaker's open interval with `clock` (tests)."""
+        """Time the breakers' open intervals with `clock` (tests)."""
         self.breaker.clock = clock
+        self.writes_breaker.clock = clock
 
     def stuck_calls(self, *, older_than: float) -> int:
         """Return how many calls have been running in the database for `older_than` s."""
-        now = time.monotonic()
-        return sum(1 for t in list(self._started.values()) if now - t >= older_than)
+        return self._reads.stuck(older_than) + self._writes.stuck(older_than)
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Return `fn(*args, **kwargs)` run in the database thread; raise DatabaseUnavailable."""
-        return await self._run(sync_to_async(self._tracked(fn)), *args, **kwargs)
+        lane = self._reads
+        call = sync_to_async(self._tracked(fn, lane))
+        return await self._run(lane, call, *args, **kwargs)
 
     async def run_writes(
         self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
     ) -> R:
         """Like `run`, in the write-behind's own thread (and connection): see `WRITES`."""
-        call = sync_to_async(self._tracked(fn), thread_sensitive=False, executor=WRITES)
-        return await self._run(call, *args, **kwargs)
+        lane = self._writes
+        call = sync_to_async(
+            self._tracked(fn, lane), thread_sensitive=False, executor=WRITES
+        )
+        return await self._run(lane, call, *args, **kwargs)
 
     async def _run(
-        self, call: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs
+        self,
+        lane: _Lane,
+        call: Callable[P, Awaitable[R]],
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> R:
-        breaker = self.breaker
+        breaker = lane.breaker
         breaker.open_seconds = knobs().DB_BREAKER_OPEN_SECONDS
         if not breaker.allow():
             raise DatabaseUnavailable("the database is not answering: call refused")
@@ -82,7 +112,7 @@ class DatabaseCalls:
         try:
             result = await asyncio.wait_for(call(*args, **kwargs), timeout)
         except TimeoutError:
-            self._timed_out(timeout)
+            self._timed_out(lane, timeout)
             raise DatabaseUnavailable(
                 f"no answer from the database within {timeout:g} s"
             ) from None
@@ -90,13 +120,13 @@ class DatabaseCalls:
             breaker.abandoned()
             raise
         except BaseException:
-            self._answered()  # an error is an answer too
+            self._answered(lane)  # an error is an answer too
             raise
-        self._answered()
+        self._answered(lane)
         return result
 
-    def _tracked(self, fn: Callable[P, R]) -> Callable[P, R]:
-        started = self._started
+    def _tracked(self, fn: Callable[P, R], lane: _Lane) -> Callable[P, R]:
+        started = lane.started
 
         def tracked(*args: P.args, **kwargs: P.kwargs) -> R:
             ident = threading.get_ident()
@@ -111,28 +141,32 @@ class DatabaseCalls:
 
         return tracked
 
-    def _timed_out(self, timeout: float) -> None:
+    def _timed_out(self, lane: _Lane, timeout: float) -> None:
         self.timeouts += 1
-        if not self.stuck_calls(older_than=timeout):
+        breaker = lane.breaker
+        if not lane.stuck(timeout):
             # Queued behind busy (not hung) calls: no reason to refuse others.
-            self.breaker.abandoned()
+            breaker.abandoned()
             return
-        if self.breaker.state == CLOSED:
+        if breaker.state == CLOSED:
             logger.warning(
-                "database: a call has had no answer for %g s; refusing calls, "
-                "probing every %g s",
+                "database: a call has had no answer for %g s (%s); refusing "
+                "those calls, probing every %g s",
                 timeout,
-                self.breaker.open_seconds,
+                lane.name,
+                breaker.open_seconds,
             )
-        self.breaker.failed()
+        breaker.failed()
 
-    def _answered(self) -> None:
-        if self.breaker.state != CLOSED:
+    def _answered(self, lane: _Lane) -> None:
+        breaker = lane.breaker
+        if breaker.state != CLOSED:
             logger.warning(
-                "database: answering again (%d calls refused so far)",
-                self.breaker.refused,
+                "database: answering again (%s; %d calls refused so far)",
+                lane.name,
+                breaker.refused,
             )
-        self.breaker.succeeded()
+        breaker.succeeded()
 
 
 def _drop_broken_connections() -> None:

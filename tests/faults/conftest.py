@@ -38,7 +38,9 @@ def closed_breaker() -> Iterator[None]:
     """Start and end with a closed breaker on the real clock, and no kept writes."""
     calls = database_calls()
     calls.breaker.succeeded()
+    calls.writes_breaker.succeeded()
     yield
     calls.breaker.succeeded()
+    calls.writes_breaker.succeeded()
     calls.set_clock(time.monotonic)
     short_term_memory_store().writer._pending.clear()

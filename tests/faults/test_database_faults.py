@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from django.db import Error as DjangoDatabaseError
@@ -14,6 +15,7 @@ from caches.database import (
     close_thread_connections,
     database_calls,
     run_db,
+    run_db_writes,
 )
 from caches.layers import short_term_memory as stm
 from tests.caches.layers2.stm_helpers import message
@@ -71,6 +73,24 @@ async def test_a_hung_call_times_out_and_the_breaker_then_fails_fast(
     db_through_proxy.forward()
     assert await run_db(_select_one) == 1  # the probe is answered: closed again
     assert calls.breaker.state == "closed" and calls.stuck_calls(older_than=0) == 0
+
+
+async def test_a_hung_write_refuses_writes_only(settings) -> None:  # type: ignore[no-untyped-def]
+    """Reads no longer queue behind the write-behind: its hang must not refuse them."""
+    settings.DB_CALL_TIMEOUT_SECONDS = 0.2
+    calls = database_calls()
+    hung = threading.Event()
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            await run_db_writes(hung.wait, 30)  # the writes' thread hangs
+        assert calls.writes_breaker.state == "open"
+        assert calls.breaker.state == "closed"
+        assert await run_db(int, "7") == 7  # a read answers meanwhile
+        with pytest.raises(DatabaseUnavailable, match="refused"):
+            await run_db_writes(int, "7")
+        assert calls.stuck_calls(older_than=0.1) == 1  # the worker's exit sees it
+    finally:
+        hung.set()
 
 
 @db

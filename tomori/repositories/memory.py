@@ -213,10 +213,14 @@ def _columns_upsert_sql() -> str:
     fields: list[Field[Any, Any]] = [meta.get_field(name) for name in _COLUMNS]  # type: ignore[misc]
     names = [quote(field.column) for field in fields]
     is_json = [field.get_internal_type() == "JSONField" for field in fields]
-    arrays = ", ".join(
-        f"%b::{'text' if json_ else field.db_type(connection)}[]"
-        for field, json_ in zip(fields, is_json, strict=True)
-    )
+    # Character columns go as text[]: a cast to varchar(n) would cut an
+    # over-long value silently, where the insert itself refuses it.
+    textual = {"CharField", "TextField", "JSONField"}
+    types = [
+        "text" if f.get_internal_type() in textual else str(f.db_type(connection))
+        for f in fields
+    ]
+    arrays = ", ".join(f"%b::{kind}[]" for kind in types)
     picked = ", ".join(
         f"{name}::jsonb" if json_ else name
         for name, json_ in zip(names, is_json, strict=True)

@@ -374,7 +374,9 @@ def test_the_column_upsert_stores_what_the_orm_upsert_stores() -> None:
         pytest.skip("the column upsert is PostgreSQL's")
     for writer, key in ((repo._upsert_columns, "columns"), (repo._upsert_rows, "orm")):
         writer([_varied(n, key) for n in range(12)])
-        # A conflict updates every field but the key (all-None columns too).
+        # Server rows without personas: user_disc_id and persona_id all None.
+        writer([_varied(n, key) for n in (13, 17, 19)])
+        # A conflict updates every field but the key.
         writer(
             [
                 dataclasses.replace(
@@ -384,7 +386,8 @@ def test_the_column_upsert_stores_what_the_orm_upsert_stores() -> None:
             ]
         )
     columns, orm = _stored("shortterm:columns:"), _stored("shortterm:orm:")
-    assert len(columns) == 12 and columns == orm
+    assert len(columns) == 15 and columns == orm
+    assert columns[13][2] is None and columns[13][4] is None
     assert columns[0][6] == list(_varied(1, "x").categories)  # updated from record 1
 
 
