@@ -131,10 +131,9 @@ class DurableWriter:
     ) -> None:
         self._apply = apply
         self._call: Call = call or run_db_writes
-        # The read fence (see `reading`): batches stored so far, the reads
-        # open by how many had been stored when each began, and the writes of
+        # The read fence (see `reading`): the reads open by how many batches
+        # had been stored (`batches`) when each began, and the writes of
         # batches stored while a read was open, by their number.
-        self._stored = 0
         self._reads: Counter[int] = Counter()
         self._recent: deque[tuple[int, list[Pending]]] = deque()
         self.max_pending = max_pending
@@ -315,10 +314,9 @@ class DurableWriter:
 
     def _succeeded(self, batch: list[_Queued]) -> None:
         self._in_flight = []
-        self._stored += 1
-        if self._reads:  # a read still open may have missed this batch
-            self._recent.append((self._stored, [write for _, write, _ in batch]))
         self.batches += 1
+        if self._reads:  # a read still open may have missed this batch
+            self._recent.append((self.batches, [write for _, write, _ in batch]))
         self.writes += len(batch)
         if self._failing:
             logger.warning(
@@ -388,7 +386,7 @@ class DurableWriter:
         the batches stored during the longest open read (a read has a
         deadline, DB_CALL_TIMEOUT_SECONDS).
         """
-        began = self._stored
+        began = self.batches
         self._reads[began] += 1
         try:
             yield

@@ -368,10 +368,8 @@ def _stored(prefix: str) -> dict[int, tuple[Any, ...]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_column_upsert_stores_what_the_orm_upsert_stores() -> None:
+def test_the_column_upsert_stores_what_the_orm_upsert_stores(postgres: None) -> None:
     """PostgreSQL's unnest upsert and the ORM's (SQLite's path) leave equal rows."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the column upsert is PostgreSQL's")
     for writer, key in ((repo._upsert_columns, "columns"), (repo._upsert_rows, "orm")):
         writer([_varied(n, key) for n in range(12)])
         # Server rows without personas: user_disc_id and persona_id all None.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection
 
 from caches.database import run_db, run_db_writes
@@ -47,7 +46,7 @@ async def test_repeat_turn_runs_no_database_query(bot: Bot) -> None:
     recorder = Statements()
     # Every thread that queries: this one, the one every cache load uses, and
     # the write-behind's own.
-    threads = (sync_to_async(_install_on), run_db_writes, _on_this_thread)
+    threads = (run_db, run_db_writes, _on_this_thread)
     for on_thread in threads:
         await on_thread(_install, recorder)
     try:
@@ -75,10 +74,6 @@ PROBE = "SELECT 1"
 def _probe() -> None:
     with connection.cursor() as cursor:
         cursor.execute(PROBE)
-
-
-def _install_on(fn: Callable[[Statements], None], recorder: Statements) -> None:
-    fn(recorder)
 
 
 async def _on_this_thread(
