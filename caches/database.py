@@ -56,6 +56,67 @@ class _Lane:
         return sum(1 for t in list(self.started.values()) if now - t >= older_than)
 
 
+#: A database thread idle this long checks its connections before its next
+#: call (one `SELECT 1`, outside Django's cursor: not counted as a query).
+IDLE_CHECK_SECONDS = 1.0
+
+
+class ConnectionChecks:
+    """Before a call, drop a database thread's connections that died while unused.
+
+    A worker has no request boundaries, where Django checks its connections,
+    and a connection that sat idle while the database restarted or a proxy
+    cut it looks open until its next query fails. So a thread checks its
+    open connections (outside a transaction) before a call when it has been
+    idle IDLE_CHECK_SECONDS (`clock`), or when any database thread has seen
+    a database error since its last call: the call that follows reconnects
+    instead of failing once.
+    """
+
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self.failures = 0  # database errors seen on any database thread
+        self.checked = 0  # connections checked (tests, diagnostics)
+        self.dropped = 0  # of them, found dead and closed
+        self._local = threading.local()
+
+    def before_call(self) -> None:
+        """Check this thread's connections if it idled or an error was seen since."""
+        local = self._local
+        last = getattr(local, "last", None)
+        now = local.last = self.clock()
+        failures = self.failures
+        if last is None or (
+            local.failures == failures and now - last < IDLE_CHECK_SECONDS
+        ):
+            local.failures = failures
+            return
+        local.failures = failures
+        for conn in connections.all(initialized_only=True):
+            if conn.connection is None or conn.in_atomic_block:
+                continue
+            self.checked += 1
+            try:
+                if conn.is_usable():
+                    continue
+                conn.close()
+            except Exception:  # best effort: the call itself will say what is wrong
+                logger.warning(
+                    "database: could not check connection %s before a call",
+                    conn.alias,
+                    exc_info=True,
+                )
+                continue
+            self.dropped += 1
+
+    def after_call(self, *, failed: bool) -> None:
+        """Note the end of this thread's call (and a database error, for the others)."""
+        self._local.last = self.clock()
+        if failed:
+            self.failures += 1
+            self._local.failures = self.failures  # this thread dropped its own
+
+
 class DatabaseCalls:
     """Sync database functions run in a database thread, each within a deadline.
 
@@ -71,6 +132,7 @@ class DatabaseCalls:
         self.breaker = self._reads.breaker  # the cache reads' (the turns')
         self.writes_breaker = self._writes.breaker
         self.timeouts = 0
+        self.checks = ConnectionChecks()
 
     def set_clock(self, clock: Clock) -> None:
         """Time the breakers' open intervals with `clock` (tests)."""
@@ -126,17 +188,21 @@ class DatabaseCalls:
         return result
 
     def _tracked(self, fn: Callable[P, R], lane: _Lane) -> Callable[P, R]:
-        started = lane.started
+        started, checks = lane.started, self.checks
 
         def tracked(*args: P.args, **kwargs: P.kwargs) -> R:
             ident = threading.get_ident()
-            started[ident] = time.monotonic()
+            started[ident] = time.monotonic()  # the check is inside the deadline
+            failed = False
             try:
+                checks.before_call()
                 return fn(*args, **kwargs)
             except DatabaseError:
+                failed = True
                 _drop_broken_connections()
                 raise
             finally:
+                checks.after_call(failed=failed)
                 started.pop(ident, None)
 
         return tracked

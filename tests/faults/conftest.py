@@ -43,4 +43,5 @@ def closed_breaker() -> Iterator[None]:
     calls.breaker.succeeded()
     calls.writes_breaker.succeeded()
     calls.set_clock(time.monotonic)
+    calls.checks.clock = time.monotonic
     short_term_memory_store().writer._pending.clear()

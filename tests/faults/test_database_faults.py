@@ -11,8 +11,8 @@ from django.db import connection
 
 from caches.core import FakeClock
 from caches.database import (
+    IDLE_CHECK_SECONDS,
     DatabaseUnavailable,
-    close_thread_connections,
     database_calls,
     run_db,
     run_db_writes,
@@ -132,12 +132,48 @@ async def test_batches_refused_by_the_database_are_kept_until_it_is_back(
     }
     assert in_memory[stm.user_short_term_memory_key(1, 70)] == 4
     assert in_memory[stm.server_short_term_memory_key(7, 70)] == 20
-    # The batches ran on the write-behind's own thread. The read thread sat
-    # idle through the refusal, so its connection died unnoticed: a first
-    # call on it fails once and reconnects (see the test above). Read the
-    # table on a fresh one.
-    close_thread_connections()
+    # The batches ran on the write-behind's own thread; the read thread sat
+    # idle through the refusal, its connection cut. The writes' errors had it
+    # check that connection first: this read reconnects instead of failing.
     assert await run_db(_stored_turns) == in_memory
+
+
+@db
+async def test_a_connection_cut_while_idle_reconnects_on_the_next_call(
+    db_through_proxy: TcpProxy, fake_clock: FakeClock
+) -> None:
+    checks = database_calls().checks
+    checks.clock = fake_clock
+    assert await run_db(_select_one) == 1
+    db_through_proxy.refuse()  # cuts the idle connection; no call sees it
+    db_through_proxy.forward()
+    fake_clock.advance(IDLE_CHECK_SECONDS - 0.01)
+    assert await run_db(int, "3") == 3  # not idle long enough: no check
+    checked, dropped = checks.checked, checks.dropped
+    fake_clock.advance(IDLE_CHECK_SECONDS)
+    assert await run_db(_select_one) == 1  # checked first: reconnects, no error
+    assert (checks.checked, checks.dropped) == (checked + 1, dropped + 1)
+    assert await run_db(_select_one) == 1  # used just now: no check
+    assert checks.checked == checked + 1
+
+
+@db
+async def test_a_database_error_has_the_other_thread_check_its_connection(
+    db_through_proxy: TcpProxy, fake_clock: FakeClock
+) -> None:
+    checks = database_calls().checks
+    checks.clock = fake_clock  # no idle time passes: only the error tells
+    assert await run_db(_select_one) == 1
+    assert await run_db_writes(_select_one) == 1
+    db_through_proxy.refuse()  # both threads' connections cut
+    with pytest.raises(DjangoDatabaseError):
+        await run_db_writes(_select_one)
+    db_through_proxy.forward()
+    dropped = checks.dropped
+    assert await run_db(_select_one) == 1
+    assert checks.dropped == dropped + 1
+    assert await run_db_writes(_select_one) == 1  # its own error dropped its own
+    assert checks.dropped == dropped + 1
 
 
 @db
