@@ -133,11 +133,13 @@ async def test_announced_snapshot_is_swapped_into_a_subscribed_worker() -> None:
         await sync_to_async(refresh_and_store, thread_sensitive=False)(
             force=True, catalogs=fetcher
         )
-    for _ in range(100):  # the reload runs as a task on this loop
+    # The reload runs as a task on this loop, its read in the database thread:
+    # under load that read outlasts any fixed number of loop turns, so wait
+    # for it (bounded) instead of counting turns.
+    for _ in range(1000):
         if catalogs.text.get("new/model") is not None:
             break
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
     assert catalogs.text.get("new/model") is not None
     await catalogs.aclose()
 
