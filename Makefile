@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 # Tests talk to a real PostgreSQL and Redis (CI exports these too).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tomori
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# pytest-xdist: one worker per core, at most 4 (each has its own test
-# database; the tests' Redis channels, ports and own servers are per test).
+# pytest-xdist: one worker per core, at most 4. Each worker has its own test
+# database and default bus channel (tomori/settings_test.py); tests that
+# start Redis servers or proxies pick free ports.
 # `make test PYTEST_ARGS=tests/faults` runs a part in one process.
 PYTEST_ARGS ?= -n auto --maxprocesses=4
 
