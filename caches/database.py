@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import SyncToAsync, sync_to_async
-from django.db import DatabaseError, OperationalError, connections
+from django.db import Error, OperationalError, connections
 
 from caches.core.breaker import CLOSED, CircuitBreaker
 from caches.core.clock import Clock
@@ -78,6 +78,11 @@ class ConnectionChecks:
         self.failures = 0  # database errors seen on any database thread
         self.checked = 0  # connections checked (tests, diagnostics)
         self.dropped = 0  # of them, found dead and closed
+        self._lock = threading.Lock()  # the counters: two threads write them
+        self._local = threading.local()
+
+    def reset_threads(self) -> None:
+        """Forget each thread's last call (tests that swap the clock)."""
         self._local = threading.local()
 
     def before_call(self) -> None:
@@ -95,7 +100,8 @@ class ConnectionChecks:
         for conn in connections.all(initialized_only=True):
             if conn.connection is None or conn.in_atomic_block:
                 continue
-            self.checked += 1
+            with self._lock:
+                self.checked += 1
             try:
                 if conn.is_usable():
                     continue
@@ -107,14 +113,19 @@ class ConnectionChecks:
                     exc_info=True,
                 )
                 continue
-            self.dropped += 1
+            with self._lock:
+                self.dropped += 1
 
     def after_call(self, *, failed: bool) -> None:
         """Note the end of this thread's call (and a database error, for the others)."""
-        self._local.last = self.clock()
+        local = self._local
+        local.last = self.clock()
         if failed:
-            self.failures += 1
-            self._local.failures = self.failures  # this thread dropped its own
+            with self._lock:
+                self.failures += 1
+            # This thread checks on its next call too (an error is rare): it
+            # dropped what its own error broke, not what another's may have.
+            local.failures = -1
 
 
 class DatabaseCalls:
@@ -197,7 +208,7 @@ class DatabaseCalls:
             try:
                 checks.before_call()
                 return fn(*args, **kwargs)
-            except DatabaseError:
+            except Error:  # DatabaseError, and InterfaceError ("connection closed")
                 failed = True
                 _drop_broken_connections()
                 raise

@@ -44,4 +44,5 @@ def closed_breaker() -> Iterator[None]:
     calls.writes_breaker.succeeded()
     calls.set_clock(time.monotonic)
     calls.checks.clock = time.monotonic
+    calls.checks.reset_threads()  # their last calls were on the test's clock
     short_term_memory_store().writer._pending.clear()
