@@ -281,7 +281,9 @@ def report(results: dict[str, Any], *, flat_from: int | None) -> bool:
     print("load average (1, 5, 15 min):", run["load"])
     bars: list[Bar] = turns.turns_report(results["turns"])
     if "children" in results:
-        bars += turns.builds_report(results["children"])
+        bars += turns.builds_report(
+            results["children"], old_commit=results.get("old_commit", "")
+        )
     m = results.get("memory")
     if m is not None:
         bars += _memory_report(m, flat_from)
@@ -387,6 +389,13 @@ def run_turns(options: argparse.Namespace) -> dict[str, Any]:
     roots = {"new": ROOT}
     if not options.skip_base and options.base_root.is_dir():
         roots = {"old": options.base_root.resolve(), "new": ROOT}
+        results["old_commit"] = _commit(roots["old"])
+    elif not options.skip_base:
+        print(
+            f"no old build at {options.base_root} (--base-root): the mean bar is "
+            "judged absolute",
+            file=sys.stderr,
+        )
     results["builds"] = {
         label: f"{root} ({_commit(root)})" for label, root in roots.items()
     }
