@@ -186,17 +186,19 @@ class TcpProxy:
         self._call(go)
 
     def stop(self) -> None:
-        def go() -> None:
+        async def go() -> None:
             if self._server is not None:
                 self._server.close()
             for writer in list(self._writers):
                 writer.transport.abort()
-            for task in asyncio.all_tasks(self._loop):
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            # Let them end (no "Task was destroyed but it is pending" at exit).
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         with contextlib.suppress(Exception):
-            self._call(go)
+            asyncio.run_coroutine_threadsafe(go(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
