@@ -22,6 +22,7 @@ from typing import ParamSpec, TypeVar
 
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import Error, OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from caches.core.breaker import CLOSED, CircuitBreaker
 from caches.core.clock import Clock
@@ -88,33 +89,15 @@ class ConnectionChecks:
     def before_call(self) -> None:
         """Check this thread's connections if it idled or an error was seen since."""
         local = self._local
-        last = getattr(local, "last", None)
+        last, seen = getattr(local, "last", None), getattr(local, "failures", None)
         now = local.last = self.clock()
-        failures = self.failures
-        if last is None or (
-            local.failures == failures and now - last < IDLE_CHECK_SECONDS
-        ):
-            local.failures = failures
+        failures = local.failures = self.failures
+        if last is None or (seen == failures and now - last < IDLE_CHECK_SECONDS):
             return
-        local.failures = failures
-        for conn in connections.all(initialized_only=True):
-            if conn.connection is None or conn.in_atomic_block:
-                continue
-            with self._lock:
-                self.checked += 1
-            try:
-                if conn.is_usable():
-                    continue
-                conn.close()
-            except Exception:  # best effort: the call itself will say what is wrong
-                logger.warning(
-                    "database: could not check connection %s before a call",
-                    conn.alias,
-                    exc_info=True,
-                )
-                continue
-            with self._lock:
-                self.dropped += 1
+        checked, dropped = _each_open_connection(_close_if_dead, "before a call")
+        with self._lock:
+            self.checked += checked
+            self.dropped += dropped
 
     def after_call(self, *, failed: bool) -> None:
         """Note the end of this thread's call (and a database error, for the others)."""
@@ -246,22 +229,46 @@ class DatabaseCalls:
         breaker.succeeded()
 
 
-def _drop_broken_connections() -> None:
-    """Close this thread's connections that an error left unusable (they never reconnect).
+def _close_if_dead(conn: BaseDatabaseWrapper) -> bool:
+    if conn.is_usable():
+        return False
+    conn.close()
+    return True
 
-    Best effort, on the way out of a failed call: a failure here is logged,
-    never raised, so the caller sees the database error that happened.
+
+def _close_if_broken(conn: BaseDatabaseWrapper) -> bool:
+    conn.close_if_unusable_or_obsolete()
+    return False  # not counted
+
+
+def _each_open_connection(
+    close: Callable[[BaseDatabaseWrapper], bool], when: str
+) -> tuple[int, int]:
+    """Run `close` on this thread's open connections outside a transaction.
+
+    Returns (connections seen, connections `close` closed). Best effort: a
+    failure is logged, never raised, so the call itself says what is wrong.
     """
+    seen = closed = 0
     for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            try:
-                conn.close_if_unusable_or_obsolete()
-            except Exception:
-                logger.warning(
-                    "database: could not check connection %s after a failed call",
-                    conn.alias,
-                    exc_info=True,
-                )
+        if conn.connection is None or conn.in_atomic_block:
+            continue
+        seen += 1
+        try:
+            closed += close(conn)
+        except Exception:
+            logger.warning(
+                "database: could not check connection %s %s",
+                conn.alias,
+                when,
+                exc_info=True,
+            )
+    return seen, closed
+
+
+def _drop_broken_connections() -> None:
+    """Close this thread's connections that an error left unusable (they never reconnect)."""
+    _each_open_connection(_close_if_broken, "after a failed call")
 
 
 _calls = DatabaseCalls()
