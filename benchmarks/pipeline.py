@@ -282,7 +282,7 @@ def report(results: dict[str, Any], *, flat_from: int | None) -> bool:
     bars: list[Bar] = turns.turns_report(results["turns"])
     if "children" in results:
         bars += turns.builds_report(
-            results["children"], old_commit=results.get("old_commit", "")
+            results["children"], old_commit=results["old_commit"]
         )
     m = results.get("memory")
     if m is not None:
@@ -389,15 +389,16 @@ def run_turns(options: argparse.Namespace) -> dict[str, Any]:
     roots = {"new": ROOT}
     if not options.skip_base and options.base_root.is_dir():
         roots = {"old": options.base_root.resolve(), "new": ROOT}
-        results["old_commit"] = _commit(roots["old"])
     elif not options.skip_base:
         print(
             f"no old build at {options.base_root} (--base-root): the mean bar is "
             "judged absolute",
             file=sys.stderr,
         )
+    commits = {label: _commit(root) for label, root in roots.items()}
+    results["old_commit"] = commits.get("old", "")
     results["builds"] = {
-        label: f"{root} ({_commit(root)})" for label, root in roots.items()
+        label: f"{root} ({commits[label]})" for label, root in roots.items()
     }
     results["children"] = turns.child_rounds(
         Path(__file__).resolve(),

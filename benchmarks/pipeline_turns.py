@@ -539,7 +539,7 @@ def turns_report(phases: dict[str, Any]) -> list[Bar]:
 
 
 def mean_bars(
-    new: dict[str, Any], old: dict[str, Any], *, old_commit: str = ISSUE_OLD_COMMIT
+    new: dict[str, Any], old: dict[str, Any], *, old_commit: str
 ) -> list[Bar]:
     """Return the mean bar, judged at the old main's speed where it was set.
 
@@ -594,9 +594,7 @@ def mean_bars(
     ]
 
 
-def builds_report(
-    children: dict[str, Any], *, old_commit: str = ISSUE_OLD_COMMIT
-) -> list[Bar]:
+def builds_report(children: dict[str, Any], *, old_commit: str) -> list[Bar]:
     """Print old vs new warm handle() and p99 beside a neighbour; return their bars."""
     builds, load = children["builds"], children["load"]
     print("\n== warm handle(): old main vs this build, one child process each ==")

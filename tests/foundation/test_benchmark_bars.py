@@ -30,11 +30,12 @@ def build(mean: float, median_round: float) -> dict[str, float]:
 
 def test_the_rescaled_mean_is_judged_by_the_larger_ratio(turns: ModuleType) -> None:
     old = build(200.0, 200.0)
-    rescaled, absolute = turns.mean_bars(build(100.0, 100.0), old)
+    reference = turns.ISSUE_OLD_COMMIT
+    rescaled, absolute = turns.mean_bars(build(100.0, 100.0), old, old_commit=reference)
     assert rescaled[1] is True and "45.8 us" in rescaled[2]  # 0.5 x 91.5
     assert absolute[1] is None  # printed, not judged, against the reference build
     # Pooled mean passes (0.45) but the median round fails (0.6): it fails.
-    rescaled, _ = turns.mean_bars(build(90.0, 120.0), old)
+    rescaled, _ = turns.mean_bars(build(90.0, 120.0), old, old_commit=reference)
     assert rescaled[1] is False and "ratio 0.600" in rescaled[2]
 
 
