@@ -15,6 +15,7 @@ import pytest
 from django.db import connection
 
 from caches import bus
+from caches.catalogs import service
 from caches.catalogs.fake_server import FakeOpenRouter
 from caches.catalogs.service import (
     build_catalog_set,
@@ -133,13 +134,17 @@ async def test_announced_snapshot_is_swapped_into_a_subscribed_worker() -> None:
         await sync_to_async(refresh_and_store, thread_sensitive=False)(
             force=True, catalogs=fetcher
         )
-    # The reload runs as a task on this loop, its read in the database thread:
-    # under load that read outlasts any fixed number of loop turns, so wait
-    # for it (bounded) instead of counting turns.
-    for _ in range(1000):
-        if catalogs.text.get("new/model") is not None:
-            break
-        await asyncio.sleep(0.01)
+
+    # The announcement starts a reload task on this loop, its read in the
+    # database thread: wait for that task itself (bounded), not loop turns.
+    async def reloaded() -> None:
+        while catalogs.text.get("new/model") is None:
+            if service._reloads:
+                await asyncio.gather(*service._reloads)
+            else:
+                await asyncio.sleep(0)  # the announcement, queued on this loop
+
+    await asyncio.wait_for(reloaded(), 10)
     assert catalogs.text.get("new/model") is not None
     await catalogs.aclose()
 
