@@ -8,34 +8,25 @@ from django.apps import apps
 
 
 class DbLookup:
-    """Read ids from the database, remembering each answer for one batch of events."""
+    """Read ids from the database, remembering each answer for one batch of events.
+
+    It answers the layers' `Via` key parts (`caches.layers._feeds`).
+    """
 
     def __init__(self, using: str) -> None:
         self.using = using
         self._memo: dict[tuple[str, Any, str], Any] = {}
 
-    def server_disc_id(self, server_id: int) -> int | None:
-        """Return the Discord id of server `server_id` (None if the row is gone)."""
-        return self._value("tomori.Server", server_id, "server_disc_id")
-
-    def user_disc_id(self, user_id: int) -> int | None:
-        """Return the Discord id of user `user_id` (None if the row is gone)."""
-        return self._value("tomori.User", user_id, "user_disc_id")
-
-    def preset_server_id(self, preset_id: int) -> int | None:
-        """Return the server id of ST preset `preset_id` (None if the row is gone)."""
-        return self._value("tomori.StPreset", preset_id, "server_id")
+    def value(self, model: str, pk: Any, attname: str) -> Any:
+        """Return column `attname` of row `pk` of `model` (None if the row is gone)."""
+        if pk is None:
+            return None
+        key = (model, pk, attname)
+        if key not in self._memo:
+            rows = apps.get_model(model)._base_manager.using(self.using).filter(pk=pk)
+            self._memo[key] = rows.values_list(attname, flat=True).first()
+        return self._memo[key]
 
     def clear(self) -> None:
         """Forget every remembered answer (a looked-up row changed)."""
         self._memo.clear()
-
-    def _value(self, label: str, pk: Any, attname: str) -> Any:
-        if pk is None:
-            return None
-        key = (label, pk, attname)
-        if key not in self._memo:
-            model = apps.get_model(label)
-            rows = model._base_manager.using(self.using).filter(pk=pk)
-            self._memo[key] = rows.values_list(attname, flat=True).first()
-        return self._memo[key]

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import Feed
 from caches.layers._support import cached, parse_int_pair, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -69,6 +70,7 @@ class OverrideLayer(Generic[V]):
         cap_setting: str,
         load: Callable[[int, int], V | None],
         words: OverrideWords,
+        feeds: tuple[Feed, ...],
     ) -> None:
         """`load(server_id, channel_disc_id)` reads one channel's own override."""
         self.name = name
@@ -88,6 +90,7 @@ class OverrideLayer(Generic[V]):
             description=words.description,
             policy=EmergencyPolicy.CLEAR,
             key=override_key(words.key),
+            feeds=feeds,
             build=self._build,
             settings=(cap_setting, TTL_SETTING),
             ops=(

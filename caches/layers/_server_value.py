@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache
+from caches.layers._feeds import Feed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -39,6 +40,7 @@ class ServerValueLayer(Generic[R]):
         description: str,
         phrase: Callable[[int], str],
         population: PopulationSpec,
+        feeds: tuple[Feed, ...],
     ) -> None:
         self.name = name
         self.cap_setting = cap_setting
@@ -55,6 +57,7 @@ class ServerValueLayer(Generic[R]):
                 parse=parse_int,
                 phrase=phrase,
             ),
+            feeds=feeds,
             build=self._build,
             settings=(cap_setting, ttl_setting),
             mistaken_for=population,

@@ -9,6 +9,7 @@ time. A database error answers "no override" and caches nothing (see
 from __future__ import annotations
 
 from caches.layers._channel_override import OverrideLayer, OverrideWords
+from caches.layers._feeds import Feed
 from caches.layers.declaration import PopulationSpec
 from tomori.repositories import channels as channels_repo
 from tomori.repositories import population
@@ -39,6 +40,9 @@ _layer: OverrideLayer[int] = OverrideLayer(
         population=PopulationSpec(
             "channel LLM overrides", population.channel_llm_overrides
         ),
+    ),
+    feeds=(
+        Feed("tomori.ChannelLlmOverride", "channel", ("server_id", "channel_disc_id")),
     ),
 )
 

@@ -9,6 +9,7 @@ with the channel LLM layer).
 from __future__ import annotations
 
 from caches.layers._channel_override import OverrideLayer, OverrideWords
+from caches.layers._feeds import Feed, Pair
 from caches.layers.declaration import PopulationSpec
 from tomori.repositories import channels as channels_repo
 from tomori.repositories import population
@@ -36,6 +37,13 @@ _layer: OverrideLayer[ChannelPromptRecord] = OverrideLayer(
         channel_note="Drop one channel's entry (a thread has no entry of its own).",
         population=PopulationSpec(
             "channel prompt overrides", population.channel_prompt_overrides
+        ),
+    ),
+    feeds=(
+        Feed(
+            "tomori.ChannelPromptOverride",
+            "key",
+            (Pair(("server_id", "channel_disc_id")),),
         ),
     ),
 )

@@ -23,6 +23,7 @@ from collections.abc import Hashable, Iterable
 from typing import Final, Literal
 
 from caches.core import MISSING, BoundedTTLCache, Loader, SteppedDrop, Within
+from caches.layers._feeds import Feed, server_disc_id_of
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -247,6 +248,24 @@ LAYER = Layer(
             "by ','"
         ),
         parse=parse_whitelist_key,
+    ),
+    feeds=(
+        Feed(
+            "tomori.Server",
+            "server",
+            ("server_disc_id",),
+            fields=("channel_whitelist_enabled",),
+        ),
+        # Entries carry persona restrictions; a deleted persona's m2m rows
+        # vanish without a signal, so the persona row answers for them.
+        Feed("tomori.Persona", "server", (server_disc_id_of(),), fields=("name",)),
+        Feed(
+            "tomori.WhitelistedChannel",
+            "channel",
+            (server_disc_id_of(), "channel_disc_id"),
+            m2m=("personas",),
+        ),
+        Feed("tomori.WhitelistedRole", "server", (server_disc_id_of(),)),
     ),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),

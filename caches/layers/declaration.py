@@ -2,8 +2,10 @@
 
 Each module in `caches/layers/` ends with one `LAYER = Layer(...)`: its name,
 description, emergency policy, key shape, named operations (each with the
-words a save message uses), the settings its caches are built from, the
-population its size is mistaken for, and the function that builds its caches.
+words a save message uses), what feeds it (the tables whose changes
+invalidate it, or why none does), the settings its caches are built from,
+the population its size is mistaken for, and the function that builds its
+caches.
 The registry, the invalidation rules, the save messages, the dashboard, the
 Discord event handlers, the pipeline and the tests derive from these; nothing
 else restates them.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn
 
 from caches.core import BoundedTTLCache, ScopeSpec
+from caches.layers._feeds import Feed, NotFed
 from caches.registry import (
     BUILTIN_OPS,
     EmergencyPolicy,
@@ -208,6 +211,10 @@ class Layer:
     invalidatable: bool = True
     #: How to drop one guild's entries (None: the layer holds none per guild).
     guild: GuildScope | None = None
+    #: The tables whose row changes invalidate this layer (`caches.layers._feeds`).
+    feeds: tuple[Feed, ...] = ()
+    #: Why no table feeds it: a layer declares `feeds` or this, never neither.
+    not_fed: NotFed | None = None
     _by_name: dict[str, Operation] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -218,6 +225,19 @@ class Layer:
         object.__setattr__(self, "_by_name", by_name)
         if self.guild is not None:
             self.op(self.guild.op)  # an unknown operation fails the import
+        for feed in self.feeds:
+            self.feed_op(feed)  # so does a feed naming one, or the wrong arity
+
+    def feed_op(self, feed: Feed) -> EventOp:
+        """Return the event maker `feed` calls; raise if its arguments do not fit."""
+        op = self.op(feed.op)
+        if not op.required <= len(feed.args) <= op.most:
+            raise TypeError(
+                f"layer {self.name!r}: the feed from {feed.model} passes "
+                f"{len(feed.args)} arguments to {feed.op!r}, which takes "
+                f"{op.required}..{op.most}"
+            )
+        return op
 
     def guild_event(
         self, *, server_id: int | None, server_disc_id: int

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from caches.core import MISSING, BoundedTTLCache, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import Feed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -196,6 +197,16 @@ LAYER = Layer(
         help="server_id (the internal server id, not the Discord id)",
         parse=parse_int,
         phrase=lambda s: f"emojis and stickers of server #{s}",
+    ),
+    feeds=(
+        Feed(
+            "tomori.Server",
+            "key",
+            ("id",),
+            fields=("emoji_usage_enabled", "sticker_usage_enabled"),
+        ),
+        Feed("tomori.ServerExpression", "key", ("server_id",)),
+        Feed("tomori.ServerExpressionSync", "key", ("server_id",)),
     ),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from caches.layers._feeds import NotFed
 from caches.layers._static_limits import StaticLimitMap, TokenLimits, static_limit_key
 from caches.layers.declaration import Layer, LayerSettings, unbuilt
 from caches.registry import EmergencyPolicy, ManagedCache
@@ -49,5 +50,6 @@ LAYER = Layer(
     policy=EmergencyPolicy.PRESERVE,
     invalidatable=False,
     key=static_limit_key(PREFIXES, example="gemini-2.5-flash"),
+    not_fed=NotFed.STATIC,
     build=_build,
 )

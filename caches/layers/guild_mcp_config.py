@@ -15,6 +15,7 @@ from typing import Literal
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed, served_stale
+from caches.layers._feeds import Feed
 from caches.layers._support import StaleFallbackCache, cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -102,6 +103,15 @@ LAYER = Layer(
         help="server_id (the internal server id)",
         parse=parse_int,
         phrase=lambda s: f"MCP configuration of server #{s}",
+    ),
+    # display_metadata and tool_names_updated_at are not served from the cache.
+    feeds=(
+        Feed(
+            "tomori.GuildMcpServerConfig",
+            "key",
+            ("server_id",),
+            fields=("tool_names", "enabled", "url", "name"),
+        ),
     ),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),

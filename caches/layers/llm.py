@@ -16,6 +16,7 @@ from typing import Any
 
 from caches.core import BoundedTTLCache, Clock, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import Feed
 from caches.layers._support import parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -211,6 +212,10 @@ LAYER = Layer(
     description="LLM models by id, warmed at start from the llms table.",
     policy=EmergencyPolicy.PRESERVE,
     key=KeyShape(help="llm_id", parse=parse_int, phrase=lambda i: f"LLM #{i}"),
+    feeds=(
+        Feed("tomori.Llm", "key", ("id",)),
+        Feed("tomori.Llm", "reload"),
+    ),
     build=_build,
     settings=(CAP_SETTING,),
     ops=(

@@ -8,6 +8,7 @@ anyway answers EXPIRED, which the button shows as the expired notice.
 
 from __future__ import annotations
 
+from caches.layers._feeds import NotFed
 from caches.layers._message_keyed import (
     MESSAGE_KEY,
     Lookup,
@@ -67,6 +68,7 @@ LAYER = Layer(
     policy=EmergencyPolicy.CLEAR,
     invalidatable=False,
     key=MESSAGE_KEY,
+    not_fed=NotFed.TURN_WRITTEN,
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),
 )

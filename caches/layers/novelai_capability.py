@@ -6,6 +6,7 @@ context depends on its subscription (see the novelai_subscription layer).
 
 from __future__ import annotations
 
+from caches.layers._feeds import NotFed
 from caches.layers._static_limits import StaticLimitMap, TokenLimits, static_limit_key
 from caches.layers.declaration import Layer, LayerSettings, unbuilt
 from caches.registry import EmergencyPolicy, ManagedCache
@@ -45,5 +46,6 @@ LAYER = Layer(
     policy=EmergencyPolicy.PRESERVE,
     invalidatable=False,
     key=static_limit_key(PREFIXES, example="kayra-v1"),
+    not_fed=NotFed.STATIC,
     build=_build,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from caches.layers._feeds import Feed
 from caches.layers._server_value import ServerValueLayer
 from caches.layers.declaration import PopulationSpec
 from tomori.repositories import integrations as integrations_repo
@@ -22,6 +23,14 @@ _layer: ServerValueLayer[NovelAiSubscriptionRecord | None] = ServerValueLayer(
     phrase=lambda s: f"NovelAI subscription of server #{s}",
     population=PopulationSpec(
         "NovelAI subscriptions", population.novelai_subscriptions
+    ),
+    feeds=(
+        Feed(
+            "tomori.NovelAiSubscription",
+            "key",
+            ("server_id",),
+            fields=("tier", "context_limit"),
+        ),
     ),
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from caches.core import MISSING, BoundedTTLCache
+from caches.layers._feeds import Feed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -75,6 +76,7 @@ LAYER = Layer(
         parse=parse_int,
         phrase=lambda p: f"sprites of persona #{p}",
     ),
+    feeds=(Feed("tomori.PersonaSprite", "key", ("persona_id",)),),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("personas", population.personas),

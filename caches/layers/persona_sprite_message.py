@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import NotFed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -169,6 +170,7 @@ LAYER = Layer(
     policy=EmergencyPolicy.CLEAR,
     invalidatable=False,
     key=KeyShape(help="message_disc_id (the Discord message id)", parse=parse_int),
+    not_fed=NotFed.IMMUTABLE,
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("sprite messages stored", population.sprite_messages),

@@ -18,6 +18,7 @@ from time import time
 from typing import Any
 
 from caches.core import MISSING, BoundedTTLCache, SteppedDrop, Within
+from caches.layers._feeds import Feed
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -188,6 +189,13 @@ LAYER = Layer(
         help="server_id:user_id:channel_disc_id for a result, or server_id for "
         "the gate",
         parse=parse_spotlight_key,
+    ),
+    feeds=(
+        Feed(
+            "tomori.PersonalSpotlight",
+            "spotlight",
+            ("server_id", "user_id", "channel_disc_id"),
+        ),
     ),
     build=_build,
     settings=(CAP_SETTING, GATE_CAP_SETTING, TTL_SETTING),

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import Feed
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -169,6 +170,7 @@ LAYER = Layer(
         parse=parse_int,
         phrase=lambda i: f"avatar of preset persona #{i}",
     ),
+    feeds=(Feed("tomori.PresetPersona", "key", ("id",)),),
     build=_build,
     settings=(CAP_SETTING,),
     mistaken_for=PopulationSpec("preset personas", population.preset_personas),

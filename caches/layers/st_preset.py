@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from caches.layers._feeds import Feed, Via
 from caches.layers._server_value import ServerValueLayer
 from caches.layers.declaration import PopulationSpec
 from tomori.repositories import population
@@ -22,6 +23,14 @@ _layer: ServerValueLayer[StPresetRecord | None] = ServerValueLayer(
     phrase=lambda s: f"ST presets of server #{s}",
     population=PopulationSpec(
         "servers with ST presets", population.servers_with_st_presets
+    ),
+    feeds=(
+        Feed("tomori.StPreset", "key", ("server_id",)),
+        Feed(
+            "tomori.StPresetNode",
+            "key",
+            (Via("preset_id", "tomori.StPreset", "server_id"),),
+        ),
     ),
 )
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from caches.core import MISSING, BoundedTTLCache, DoNotCache
 from caches.db_outage import DB_ERRORS, database_failed, served_stale
+from caches.layers._feeds import Feed, server_disc_id_of
 from caches.layers._support import (
     StaleFallbackCache,
     cached,
@@ -175,6 +176,11 @@ LAYER = Layer(
         help="server_disc_id (the Discord guild id), e.g. 123456789012345678",
         parse=parse_int,
         phrase=lambda s: f"Tomori state of server {s}",
+    ),
+    feeds=(
+        Feed("tomori.Server", "key", ("server_disc_id",)),
+        Feed("tomori.ServerModelConfig", "key", (server_disc_id_of(),)),
+        Feed("tomori.Persona", "key", (server_disc_id_of(),)),
     ),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.db_outage import DB_ERRORS, database_failed
+from caches.layers._feeds import Feed, server_disc_id_of
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -154,6 +155,13 @@ LAYER = Layer(
         "server_disc_id:user_disc_id) for the server's blacklist",
         parse=parse_user_key,
         phrase=lambda u: f"user {u}",
+    ),
+    feeds=(
+        Feed("tomori.User", "key", ("user_disc_id",)),
+        # A server's blacklist is one entry: the server alone names it (no
+        # user lookup, which a cascade that deleted the user would defeat).
+        Feed("tomori.UserBlacklist", "blacklist_server", (server_disc_id_of(),)),
+        Feed("tomori.Server", "blacklist_server", ("server_disc_id",), fields=()),
     ),
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from caches.layers._feeds import NotFed
 from caches.layers._message_keyed import (
     MESSAGE_KEY,
     Lookup,
@@ -80,6 +81,7 @@ LAYER = Layer(
     policy=EmergencyPolicy.CLEAR,
     invalidatable=False,
     key=MESSAGE_KEY,
+    not_fed=NotFed.TURN_WRITTEN,
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),
 )

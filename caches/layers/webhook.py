@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from caches.core import BoundedTTLCache, DoNotCache
+from caches.layers._feeds import Feed
 from caches.layers._support import parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -413,6 +414,10 @@ LAYER = Layer(
     key=KeyShape(
         help="<channel id>, <channel id>:<persona id> or failed:<channel id>",
         parse=parse_webhook_key,
+    ),
+    feeds=(
+        Feed("tomori.ManagedWebhook", "channel", ("channel_disc_id",)),
+        Feed("tomori.Persona", "persona", ("id",), fields=("avatar_url", "name")),
     ),
     build=_build,
     settings=(CAP_SETTING,),

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from caches.core import MISSING, BoundedTTLCache
+from caches.layers._feeds import NotFed
 from caches.layers._message_keyed import parse_snowflake
 from caches.layers._support import cached
 from caches.layers.declaration import KeyShape, Layer, LayerSettings, unbuilt
@@ -81,6 +82,7 @@ LAYER = Layer(
     description="Webhook id -> the user a proxy webhook impersonates.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(help="a Discord webhook id", parse=parse_snowflake),
+    not_fed=NotFed.DISCORD,
     build=_build,
     settings=(CAP_SETTING, TTL_SETTING),
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Unpack
 
+from caches.layers._feeds import NotFed
 from caches.layers.declaration import (
     KeyShape,
     Layer,
@@ -205,6 +206,7 @@ LAYER = Layer(
         "shortterm:server:<server>:<channel>[:<persona>]",
         parse=parse_registry_key,
     ),
+    not_fed=NotFed.TURN_WRITTEN,
     build=_build,
     settings=(CAP_SETTING, *TTL_SETTINGS),
     mistaken_for=PopulationSpec(

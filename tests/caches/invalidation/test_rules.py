@@ -24,20 +24,14 @@ class FakeLookup:
     """Answers lookups from dicts instead of the database."""
 
     def __init__(self, servers=None, users=None, presets=None):
-        self.servers, self.users, self.presets = (
-            servers or {},
-            users or {},
-            presets or {},
-        )
+        self.tables = {
+            ("tomori.Server", "server_disc_id"): servers or {},
+            ("tomori.User", "user_disc_id"): users or {},
+            ("tomori.StPreset", "server_id"): presets or {},
+        }
 
-    def server_disc_id(self, server_id):
-        return self.servers.get(server_id)
-
-    def user_disc_id(self, user_id):
-        return self.users.get(user_id)
-
-    def preset_server_id(self, preset_id):
-        return self.presets.get(preset_id)
+    def value(self, model, pk, attname):
+        return self.tables[model, attname].get(pk)
 
 
 def _concrete_cache_feeding_models():

@@ -122,7 +122,6 @@ def test_blacklist_op_drops_the_servers_set_only(run, make_user, make_server):
 
 def test_operator_keys_name_a_row_or_a_servers_blacklist(run, make_user, make_server):
     from caches.invalidation.describe import describe_event
-    from caches.rules import event
 
     row, server = make_user(), make_server()
     server_id, user_id = server.server_disc_id, row.user_disc_id
@@ -135,7 +134,7 @@ def test_operator_keys_name_a_row_or_a_servers_blacklist(run, make_user, make_se
     assert registry.parse_key("user", str(user_id)) == user_id
     with pytest.raises(ValueError):
         registry.parse_key("user", f"{server_id}:x")
-    blacklist = event(user_layer.LAYER.op("blacklist"), server_id, user_id)
+    blacklist = user_layer.LAYER.op("blacklist")(server_id, user_id)
     assert describe_event(blacklist) == (
         f"blacklist entry of user {user_id} in server {server_id}"
     )
