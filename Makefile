@@ -13,7 +13,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # `make test PYTEST_ARGS=tests/faults` runs a part in one process.
 PYTEST_ARGS ?= -n auto --maxprocesses=4
 
-.PHONY: run serve test lint format bench chromium
+.PHONY: run serve test lint format bench chromium docs
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,3 +62,8 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) benchmarks/cache_core.py
+
+# docs/settings.md from the knob declarations and the layers' settings
+# (tests/foundation/test_settings.py fails when it is stale).
+docs: $(STAMP)
+	TOMORI_ENV_FILE=/dev/null DEBUG=true REDIS_URL= $(PY) manage.py settings_doc --write

@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 def check_knobs(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report every env knob that failed to parse or contradicts another."""
     return [
-        checks.Error(message, id="caches.E001", hint="See the README's settings table.")
+        checks.Error(message, id="caches.E001", hint="See docs/settings.md.")
         for message in settings.KNOB_ERRORS
     ]
 

@@ -146,7 +146,7 @@ CRYPTO_SECRETS: dict[int, str] = {
 }
 CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
 
-# Every operational knob (tomori/knobs.py), as one typed, frozen object: code
+# Every operational knob (tomori/knobs/), as one typed, frozen object: code
 # reads it through tomori.knobs.knobs(). Bad values do not raise here:
 # tomori.checks reports them all, naming each variable.
 TOMORI_KNOBS: Knobs

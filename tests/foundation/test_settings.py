@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import re
 import runpy
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, get_type_hints
 
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from tomori.knobs import (
     KNOBS,
     KNOBS_BY_NAME,
-    Knob,
     Knobs,
-    check_against_table,
+    knob,
+    knob_table,
     knobs,
     load_knobs,
-    markdown_table,
     read_knobs,
 )
+from tomori.management.commands.settings_doc import rendered_doc
 from tomori.service_urls import default_bus_channel, redis_url_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,17 +67,77 @@ def test_settings_hold_the_knobs_and_no_knob_is_a_setting_of_its_own() -> None:
     assert [k.name for k in KNOBS if hasattr(settings, k.name)] == []
 
 
-def test_the_object_is_checked_against_the_table() -> None:
-    check_against_table(Knobs, KNOBS)
-    extra = Knob("NOT_A_FIELD", "int", 1, "", "g")
-    with pytest.raises(TypeError, match="NOT_A_FIELD"):
-        check_against_table(Knobs, (*KNOBS, extra))
-    retyped = tuple(
-        dataclasses.replace(k, kind="str") if k.name == "USER_CACHE_TTL_MINUTES" else k
-        for k in KNOBS
+def test_the_table_is_derived_from_the_typed_fields() -> None:
+    assert [k.name for k in KNOBS] == [
+        f.name for group in Knobs.__bases__ for f in dataclasses.fields(group)
+    ]
+    assert {f.name for f in dataclasses.fields(Knobs)} == set(KNOBS_BY_NAME)
+    hints = get_type_hints(Knobs)
+    assert hints["USER_CACHE_TTL_MINUTES"] is int
+    assert KNOBS_BY_NAME["USER_CACHE_TTL_MINUTES"].kind == "int"
+    assert KNOBS_BY_NAME["METRICS_LOG_FILE"].kind == "path"
+    assert KNOBS_BY_NAME["METRICS_LOG_FILE"].optional
+    assert KNOBS_BY_NAME["METRICS_ADDRESS"].kind == "ip"
+    fallback = KNOBS_BY_NAME["PERSONA_SPRITE_CACHE_TTL_MINUTES"]
+    assert fallback.optional and fallback.fallback == "TOMORI_STATE_CACHE_TTL_MINUTES"
+
+
+def _table_of(**fields: tuple[Any, Any]) -> Any:
+    """Derive the table of a one-group Knobs-like class with `fields` (type, field)."""
+    namespace: dict[str, Any] = {"GROUP": "g", "__annotations__": {}}
+    for name, (annotation, declared) in fields.items():
+        namespace["__annotations__"][name] = annotation
+        namespace[name] = declared
+    group = dataclasses.dataclass(frozen=True, kw_only=True)(type("G", (), namespace))
+    return knob_table(type("Whole", (group,), {}))
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"A_URL": (int, knob("http://h", "h", kind="url"))}, "A_URL is annotated"),
+        ({"A_COUNT": (str, knob(1, "h"))}, "A_COUNT's default 1"),
+        ({"A_COUNT": (int, knob(0, "h", minimum=1))}, "A_COUNT's default 0"),
+        ({"A_COUNT": (int, knob(None, "h"))}, "A_COUNT defaults to None"),
+        ({"A_COUNT": (int, dataclasses.field())}, "A_COUNT is not declared"),
+        ({"A_COUNT": (int, knob(1, "h", fallback="NOPE"))}, "falls back to NOPE"),
+        ({"A_COUNT": (int | None, knob(1, "h", fallback="B"))}, "never None"),
+    ],
+)
+def test_a_declaration_its_type_contradicts_stops_the_import(
+    fields: dict[str, tuple[Any, Any]], fragment: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(fragment)):
+        _table_of(**fields)
+
+
+def test_a_knob_outside_a_group_or_in_two_stops_the_import() -> None:
+    group = dataclasses.make_dataclass(
+        "G", [("A_COUNT", int, knob(1, "h"))], frozen=True, kw_only=True
     )
-    with pytest.raises(TypeError, match="USER_CACHE_TTL_MINUTES"):
-        check_against_table(Knobs, retyped)
+    group.GROUP = "g"  # type: ignore[attr-defined]
+    stray = dataclasses.make_dataclass(
+        "Whole", [("STRAY", int, knob(1, "h"))], bases=(group,), frozen=True
+    )
+    with pytest.raises(TypeError, match=r"outside a group: \['STRAY'\]"):
+        knob_table(stray)
+    twin = dataclasses.make_dataclass(
+        "Twin", [("A_COUNT", int, knob(2, "h"))], frozen=True, kw_only=True
+    )
+    twin.GROUP = "t"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"in two groups: \['A_COUNT'\]"):
+        knob_table(type("Whole", (group, twin), {}))
+
+
+def test_a_good_declaration_gives_its_row() -> None:
+    (row,) = _table_of(A_URL=(str, knob("http://h", "where", kind="url")))
+    assert (row.name, row.kind, row.default, row.help, row.group) == (
+        "A_URL",
+        "url",
+        "http://h",
+        "where",
+        "g",
+    )
 
 
 def test_override_settings_changes_what_knobs_returns() -> None:
@@ -218,15 +282,37 @@ def test_production_without_crypto_keys_refuses_to_start() -> None:
     assert "CRYPTO_SECRET_CURRENT" in result.stderr
 
 
-def test_readme_lists_every_setting() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = [k.name for k in KNOBS if f"`{k.name}`" not in readme]
+def test_settings_doc_lists_every_setting() -> None:
+    doc = (ROOT / "docs" / "settings.md").read_text()
+    missing = [k.name for k in KNOBS if f"`{k.name}`" not in doc]
     assert missing == []
 
 
-def test_readme_carries_the_generated_tables() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert markdown_table() in readme
+def test_settings_doc_is_the_generated_text() -> None:
+    doc = (ROOT / "docs" / "settings.md").read_text()
+    assert doc == rendered_doc(), "docs/settings.md is stale: run `make docs`"
+
+
+def test_settings_doc_check_fails_on_a_stale_file_naming_the_fix(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "settings.md"
+    target.write_text(rendered_doc().replace("`10`", "`11`", 1))
+    with pytest.raises(CommandError, match="stale: run `make docs`"):
+        call_command("settings_doc", "--check", path=str(target))
+    call_command("settings_doc", "--write", path=str(target), stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("settings_doc", "--check", path=str(target), stdout=out)
+    assert target.read_text() == rendered_doc() and "is current" in out.getvalue()
+
+
+def test_settings_doc_names_the_layers_built_from_a_knob() -> None:
+    row = next(
+        line
+        for line in rendered_doc().splitlines()
+        if line.startswith("| `USER_CACHE_MAX_ENTRIES` |")
+    )
+    assert row.endswith("Layer: `user`. |")
 
 
 def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -29,7 +29,7 @@ PROMPT_MAX = 8000  # persona system prompt, channel prompt, ST preset node
 DESCRIPTION_MAX = 4000  # Discord's embed description is 4096
 API_KEY_MAX = 512
 TOKEN_CIPHERTEXT_MAX = 1024  # a Fernet token of a ~70-character webhook token
-# The ceiling of SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH (tomori/knobs.py).
+# The ceiling of SHORT_TERM_MEMORY_MAX_SUMMARY_LENGTH (tomori/knobs/).
 SUMMARY_MAX = 100_000
 
 # JSON limits: PostgreSQL's jsonb rejects NUL and NaN; Python recurses on depth.
