@@ -15,7 +15,7 @@ from tomori.knobs.declare import cap, knob, minutes
 
 @dataclass(frozen=True, kw_only=True)
 class CacheKnobs:
-    """Cache TTLs and caps."""
+    """Each layer's TTL and entry caps (TTLs: the spec's "Recommended Env Knobs")."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Cache TTLs and caps"
@@ -110,7 +110,7 @@ class CacheKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class ShortTermMemoryKnobs:
-    """Short-term memory."""
+    """The short-term memory layer's lifetimes and sizes, and its janitor."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Short-term memory"
@@ -162,7 +162,7 @@ class ShortTermMemoryKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class PersonaSpriteKnobs:
-    """Persona sprites."""
+    """The persona sprite layers and the limits sprites are validated against."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Persona sprites"

@@ -131,8 +131,9 @@ def knob_table(cls: type) -> tuple[Knob, ...]:
     outside = sorted({f.name for f in dataclasses.fields(cls)} - set(names))
     if outside:
         raise TypeError(f"{cls.__name__}: knobs declared outside a group: {outside}")
+    by_name = {row.name: row for row in rows}
     for row in rows:
-        _check_fallback(row, {r.name: r for r in rows})
+        _check_fallback(row, by_name)
     return rows
 
 

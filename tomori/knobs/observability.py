@@ -11,7 +11,7 @@ from tomori.knobs.declare import knob
 
 @dataclass(frozen=True, kw_only=True)
 class MetricsKnobs:
-    """Metrics."""
+    """The JSON metric lines, the metric_samples table and the worker snapshots."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Metrics"
@@ -55,7 +55,7 @@ class MetricsKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class InvalidationKnobs:
-    """Invalidation delivery."""
+    """The outbox: how stale a worker may be when Redis fails, and the watcher."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Invalidation delivery"
@@ -86,7 +86,7 @@ class InvalidationKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class PrometheusKnobs:
-    """Prometheus and health."""
+    """A worker's /metrics endpoint and the admin's readiness URL."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Prometheus and health"

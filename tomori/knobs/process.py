@@ -10,7 +10,7 @@ from tomori.knobs.declare import knob
 
 @dataclass(frozen=True, kw_only=True)
 class DatabaseKnobs:
-    """Database waits and durable writes."""
+    """How long database calls may wait, and the durable writes held meanwhile."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Database waits and durable writes"
@@ -72,7 +72,7 @@ class DatabaseKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryGuardKnobs:
-    """Memory guard and emergency clear."""
+    """The RSS guard, what its emergency clear drops, and the C heap."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Memory guard and emergency clear"
@@ -132,7 +132,7 @@ class MemoryGuardKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class OpenRouterKnobs:
-    """OpenRouter catalogs."""
+    """The OpenRouter API and how often its catalogs are refreshed."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "OpenRouter catalogs"
@@ -166,7 +166,7 @@ class OpenRouterKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class LibvipsKnobs:
-    """libvips (native image memory)."""
+    """libvips' threads and operation cache (memory outside Python's heap)."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "libvips (native image memory)"
@@ -199,7 +199,7 @@ class LibvipsKnobs:
 
 @dataclass(frozen=True, kw_only=True)
 class DiscordKnobs:
-    """Discord worker and sweepers."""
+    """discord.py's caches and sweepers, the turn pipeline and the shard lock."""
 
     __slots__ = ()
     GROUP: ClassVar[str] = "Discord worker and sweepers"
