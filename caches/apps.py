@@ -4,8 +4,10 @@ import logging
 from typing import Any
 
 from django.apps import AppConfig
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.db.models.signals import post_migrate
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,58 @@ class CachesConfig(AppConfig):
         setting_changed.connect(
             rebuild_on_setting_change, dispatch_uid="caches.rebuild_layers"
         )
+        post_migrate.connect(
+            sync_capture, sender=self, dispatch_uid="caches.sync_capture"
+        )
+        checks.register(check_capture, checks.Tags.database)
+
+
+def sync_capture(*, using: str, **_: Any) -> None:
+    """Refresh the change-capture triggers after every migrate (they follow the feeds)."""
+    from django.db import connections
+
+    from caches.outbox import capture
+
+    connection = connections[using]
+    tables = set(connection.introspection.table_names())
+    missing = sorted(set(capture.sources()) - tables)
+    if missing:  # a partial migrate: the tables come with a later one
+        logger.info("invalidation capture not synced: tables %s missing", missing)
+        return
+    capture.sync(connection)
+
+
+def _capture_migrated(connection: Any) -> bool:
+    from django.db.migrations.recorder import MigrationRecorder
+
+    applied = MigrationRecorder(connection).applied_migrations()
+    return ("caches", "0004_invalidation_capture") in applied
+
+
+def check_capture(
+    app_configs: Any = None, databases: Any = None, **_: Any
+) -> list[checks.CheckMessage]:
+    """Warn when a database's change capture differs from the layers' feeds."""
+    from django.db import connections
+
+    from caches.outbox import capture
+
+    found: list[checks.CheckMessage] = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if not _capture_migrated(connection):
+            continue  # `migrate` checks before it installs them
+        for problem in capture.differences(connection):
+            found.append(
+                checks.Warning(
+                    f"database {alias!r}: {problem}",
+                    hint="Writes outside Django to that table would not reach "
+                    "the caches. Run `manage.py migrate` to reinstall the "
+                    "triggers the layers' feeds declare.",
+                    id="caches.W020",
+                )
+            )
+    return found
 
 
 def rebuild_on_setting_change(*, setting: str, **_: Any) -> None:

@@ -30,9 +30,17 @@ class InvalidationOutbox(models.Model):
     created_at = models.DateTimeField(db_index=True)
     origin = models.CharField(max_length=200)
     events = models.JSONField()
+    #: The writing transaction of a row a database trigger recorded
+    #: (`caches.outbox.capture`); None for rows Django wrote.
+    tx = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "caches_invalidation_outbox"
+        indexes = [
+            models.Index(
+                fields=["tx"], condition=models.Q(tx__isnull=False), name="outbox_tx"
+            )
+        ]
         default_permissions = ()
         verbose_name = "invalidation outbox row"
 

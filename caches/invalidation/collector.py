@@ -66,8 +66,12 @@ class _Pending:
 
     def add(self, events: list[Event]) -> None:
         # In the write's own transaction: committed with it, or not at all.
-        self.outbox_ids.append(_store_in_outbox(events, self.alias))
+        # The row takes over what the database's triggers recorded for the
+        # transaction's statements so far; those events go out with ours.
+        row_id, claimed = _store_in_outbox(events, self.alias)
+        self.outbox_ids.append(row_id)
         self.events.extend(events)
+        self.events.extend(Event(*e) for e in claimed)
         for captured in _captures.get():
             captured.recorded.extend(events)
         if not self.registered:
@@ -80,7 +84,7 @@ class _Pending:
         dispatch(self.events, outbox_ids=self.outbox_ids)
 
 
-def _store_in_outbox(events: list[Event], using: str) -> int:
+def _store_in_outbox(events: list[Event], using: str) -> tuple[int, Any]:
     from caches import bus, outbox
 
     return outbox.append(events, origin=bus.get_bus().origin, using=using)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -32,18 +33,68 @@ def _model():  # type: ignore[no-untyped-def]
 
 def append(
     events: Iterable[EventTuple], *, origin: str, using: str = DEFAULT_DB_ALIAS
-) -> int:
-    """Store one write's events in the current transaction; return the row id."""
+) -> tuple[int, tuple[EventTuple, ...]]:
+    """Store one write's events in the current transaction; return the row id.
+
+    The row also takes over the rows the database's triggers recorded for
+    this transaction's statements so far (`caches.outbox.capture`): their
+    events are returned, to be published with the write's own, so a change
+    Django made is stored and delivered once, and a raw statement run in the
+    same transaction is not lost.
+    """
+    from django.db import connections
+
+    connection = connections[using]
+    payload = events_to_json(events)
+    if connection.vendor == "postgresql":
+        return _append_claiming(connection, payload, origin[:200])
+    claimed = _claim_sqlite(using)
     row = (
         _model()
         .objects.using(using)
         .create(
             created_at=timezone.now(),
             origin=origin[:200],
-            events=events_to_json(events),
+            events=payload + events_to_json(claimed),
         )
     )
-    return int(row.id)
+    return int(row.id), claimed
+
+
+_CLAIM = """
+WITH claimed AS (
+    DELETE FROM caches_invalidation_outbox WHERE tx = txid_current() RETURNING events
+), extra AS (
+    SELECT coalesce(jsonb_agg(e), '[]'::jsonb) AS events
+    FROM claimed, jsonb_array_elements(claimed.events) AS e
+)
+INSERT INTO caches_invalidation_outbox (created_at, origin, events, tx)
+SELECT %s, %s, %s::jsonb || extra.events, NULL FROM extra
+RETURNING id, events
+"""
+
+
+def _append_claiming(
+    connection: Any, payload: list[Any], origin: str
+) -> tuple[int, tuple[EventTuple, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, [timezone.now(), origin, json.dumps(payload)])
+        row_id, stored = cursor.fetchone()
+    stored = json.loads(stored) if isinstance(stored, str) else stored
+    # The row holds the write's events, then the claimed ones.
+    return int(row_id), _events(row_id, stored[len(payload) :])
+
+
+def _claim_sqlite(using: str) -> tuple[EventTuple, ...]:
+    from caches.outbox.capture import SQLITE_TX
+
+    rows = list(
+        _model().objects.using(using).filter(tx=SQLITE_TX).values_list("id", "events")
+    )
+    if not rows:
+        return ()
+    _model().objects.using(using).filter(id__in=[i for i, _ in rows]).delete()
+    return tuple(event for i, raw in rows for event in _events(i, raw))
 
 
 def newest_id(*, using: str = DEFAULT_DB_ALIAS) -> int:

@@ -1,0 +1,396 @@
+"""Database triggers that record every committed change to a feeding table in the outbox.
+
+Django's own writes invalidate through their save signals; psql, another
+service, a migration's SQL or a COPY send none. So each table a layer
+declares as a feed (`Layer.feeds`) carries triggers, derived here from
+those declarations, that write the invalidation events of every changed
+row into `caches_invalidation_outbox` in the writer's own transaction:
+committed with the change or not at all. The workers' outbox followers
+deliver them like any other row.
+
+PostgreSQL: one statement-level trigger per table and operation, reading
+the statement's transition tables, so a 10,000-row UPDATE costs one INSERT
+... SELECT, writes its distinct events in rows of at most `CHUNK` events,
+and skips rows whose relevant columns did not change. TRUNCATE drops every
+layer the table feeds. SQLite (the embedded mode): row-level triggers with
+the same events (SQLite has no statement triggers and no TRUNCATE).
+
+A Django write claims the rows its own statements recorded (`claim_sql`):
+its outbox row holds their events and its own, so a change is stored and
+delivered once. `sync(connection)` installs or refreshes the triggers (run
+by the migration and after every `migrate`); `differences(connection)`
+says how the installed triggers differ from the declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from caches.layers import declared_layers
+from caches.layers._feeds import Feed, Pair, Via
+from caches.layers.declaration import Layer
+
+OUTBOX = "caches_invalidation_outbox"
+PREFIX = "tomori_inv_"
+#: Events per outbox row a trigger writes (the follower applies a row at once).
+CHUNK = 100
+#: The `tx` of a row a SQLite trigger wrote (no transaction ids there).
+SQLITE_TX = -1
+
+
+@dataclass(frozen=True)
+class Source:
+    """One table whose row changes feed a layer (directly or through an m2m table)."""
+
+    table: str
+    pk: str
+    #: (layer, feed, owner) per feed: `owner` is the model whose row the
+    #: feed reads, joined from an m2m table's column (None: this table's row).
+    feeds: tuple[tuple[Layer, Feed, tuple[type[models.Model], str] | None], ...]
+    columns: tuple[str, ...]
+
+
+def _column(model: type[models.Model], attname: str) -> str:
+    return str(model._meta.get_field(attname).column)  # type: ignore[union-attr]
+
+
+def sources() -> dict[str, Source]:
+    """Return every table to capture, by name, derived from the layers' feeds."""
+    found: dict[str, list[Any]] = {}
+    for layer in declared_layers().values():
+        for feed in layer.feeds:
+            model = apps.get_model(feed.model)
+            found.setdefault(model._meta.db_table, [model, []])[1].append(
+                (layer, feed, None)
+            )
+            for name in feed.m2m:
+                field = model._meta.get_field(name)
+                through = field.remote_field.through  # type: ignore[union-attr]
+                owner_fk = field.m2m_column_name()  # type: ignore[union-attr]
+                entry = found.setdefault(through._meta.db_table, [through, []])
+                entry[1].append((layer, feed, (model, owner_fk)))
+    return {
+        table: Source(
+            table,
+            model._meta.pk.column,
+            tuple(feeds),
+            tuple(f.column for f in model._meta.concrete_fields),
+        )
+        for table, (model, feeds) in sorted(found.items())
+    }
+
+
+class Dialect:
+    """The SQL spelling of one backend."""
+
+    array = "jsonb_build_array"
+    distinct = "IS DISTINCT FROM"
+
+    def quote(self, name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def literal(self, text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+
+class SqliteDialect(Dialect):
+    array = "json_array"
+    distinct = "IS NOT"
+
+
+def _arg_sql(d: Dialect, arg: Any, model: type[models.Model], row: str) -> str:
+    if isinstance(arg, Via):
+        target = apps.get_model(arg.model)
+        return (
+            f"(SELECT t.{d.quote(_column(target, arg.attname))} FROM "
+            f"{d.quote(target._meta.db_table)} t WHERE t."
+            f"{d.quote(target._meta.pk.column)} = {row}."
+            f"{d.quote(_column(model, arg.column))})"
+        )
+    if isinstance(arg, Pair):
+        parts = ", ".join(f"{row}.{d.quote(_column(model, c))}" for c in arg.columns)
+        return f"{d.array}({parts})"
+    return f"{row}.{d.quote(_column(model, arg))}"
+
+
+def event_sql(d: Dialect, layer: Layer, feed: Feed, row: str) -> str:
+    """Return the SQL of the event `feed` makes of the row aliased `row`.
+
+    A key part that is NULL (the row a `Via` points at is gone) drops the
+    whole layer, as the Python rules do.
+    """
+    model = apps.get_model(feed.model)
+    args = [_arg_sql(d, arg, model, row) for arg in feed.args]
+    name, op = d.literal(layer.name), d.literal(feed.op)
+    event = f"{d.array}({name}, {op}, {d.array}({', '.join(args)}))"
+    if not args:
+        return event
+    nulls = " OR ".join(f"({a}) IS NULL" for a in args)
+    every = f"{d.array}({name}, 'all', {d.array}())"
+    return f"CASE WHEN {nulls} THEN {every} ELSE {event} END"
+
+
+def changed_sql(d: Dialect, feed: Feed, old: str, new: str) -> str:
+    """Return the SQL condition "this feed's relevant columns changed"."""
+    model = apps.get_model(feed.model)
+    every = [f.attname for f in model._meta.concrete_fields]
+    names = dict.fromkeys(
+        [*(every if feed.fields is None else feed.fields), *feed.reads]
+    )
+    tests = [
+        f"{old}.{d.quote(_column(model, n))} {d.distinct} {new}.{d.quote(_column(model, n))}"
+        for n in names
+    ]
+    return "(" + (" OR ".join(tests) or "FALSE") + ")"
+
+
+OPS = {"ins": "INSERT", "upd": "UPDATE", "del": "DELETE"}
+
+
+def _event_rows(d: Dialect, src: Source, op: str, old: str, new: str) -> list[str]:
+    """Return one SELECT per (feed, row image) yielding the events of `op`."""
+    selects: list[str] = []
+    for layer, feed, owner in src.feeds:
+        if owner is not None:
+            selects += _m2m_rows(d, src, layer, feed, owner, op, old, new)
+            continue
+        model = apps.get_model(feed.model)
+        pk = d.quote(src.pk)
+        images = {"ins": [new], "del": [old], "upd": [old, new]}[op]
+        for image in images:
+            cond = ""
+            if op == "upd":
+                other = new if image == old else old
+                cond = f"{other}.{pk} IS NULL OR {changed_sql(d, feed, old, new)}"
+            selects.append(_select(d, src, model, layer, feed, image, op, cond))
+    return selects
+
+
+def _select(
+    d: Dialect,
+    src: Source,
+    model: type[models.Model],
+    layer: Layer,
+    feed: Feed,
+    image: str,
+    op: str,
+    cond: str,
+) -> str:
+    ev = event_sql(d, layer, feed, image)
+    if isinstance(d, SqliteDialect):
+        return f"SELECT {ev} AS ev" + (f" WHERE {cond}" if cond else "")
+    if op != "upd":
+        return f"SELECT {ev} AS ev FROM {image}_rows {image}"
+    other = "n" if image == "o" else "o"
+    pk = d.quote(src.pk)
+    return (
+        f"SELECT {ev} AS ev FROM {image}_rows {image} LEFT JOIN {other}_rows "
+        f"{other} ON {other}.{pk} = {image}.{pk} WHERE {cond}"
+    )
+
+
+def _m2m_rows(
+    d: Dialect,
+    src: Source,
+    layer: Layer,
+    feed: Feed,
+    owner: tuple[type[models.Model], str],
+    op: str,
+    old: str,
+    new: str,
+) -> list[str]:
+    model, fk = owner
+    ev = event_sql(d, layer, feed, "r")
+    table, pk = d.quote(model._meta.db_table), d.quote(model._meta.pk.column)
+    images = {"ins": [new], "del": [old], "upd": [old, new]}[op]
+    if isinstance(d, SqliteDialect):
+        return [
+            f"SELECT {ev} AS ev FROM {table} r WHERE r.{pk} = {i}.{d.quote(fk)}"
+            for i in images
+        ]
+    return [
+        f"SELECT {ev} AS ev FROM {i}_rows {i} JOIN {table} r ON r.{pk} = "
+        f"{i}.{d.quote(fk)}"
+        for i in images
+    ]
+
+
+PG_ORIGIN = (
+    "'database:' || coalesce(nullif(current_setting('application_name', true), "
+    "''), session_user::text) || ':' || pg_backend_pid()"
+)
+
+
+def postgres_statements(src: Source) -> list[str]:
+    """Return the SQL that (re)creates the PostgreSQL triggers of one table."""
+    d = Dialect()
+    table = d.quote(src.table)
+    out = []
+    for op, verb in OPS.items():
+        name = f"{PREFIX}{src.table}_{op}"
+        union = " UNION ALL ".join(_event_rows(d, src, op, "o", "n"))
+        body = (
+            f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) "
+            f"SELECT now(), {PG_ORIGIN}, jsonb_agg(ev), txid_current() FROM ("
+            f"SELECT ev, (row_number() OVER () - 1) / {CHUNK} AS chunk FROM ("
+            f"SELECT DISTINCT ev FROM ({union}) AS e) AS d) AS c GROUP BY chunk"
+        )
+        refs = {
+            "ins": "NEW TABLE AS n_rows",
+            "del": "OLD TABLE AS o_rows",
+            "upd": "OLD TABLE AS o_rows NEW TABLE AS n_rows",
+        }[op]
+        out += _pg_trigger(name, table, verb, f"REFERENCING {refs}", body)
+    everything = " UNION ".join(
+        f"SELECT jsonb_build_array({d.literal(layer.name)}, 'all', "
+        "jsonb_build_array()) AS ev"
+        for layer in {layer.name: layer for layer, _, _ in src.feeds}.values()
+    )
+    body = (
+        f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) "
+        f"SELECT now(), {PG_ORIGIN}, jsonb_agg(ev), txid_current() FROM ({everything}) e"
+    )
+    out += _pg_trigger(f"{PREFIX}{src.table}_trn", table, "TRUNCATE", "", body)
+    return out
+
+
+def _pg_trigger(name: str, table: str, verb: str, refs: str, body: str) -> list[str]:
+    return [
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+        f"$tomori$ BEGIN {body}; RETURN NULL; END $tomori$",
+        f"DROP TRIGGER IF EXISTS {name} ON {table}",
+        f"CREATE TRIGGER {name} AFTER {verb} ON {table} {refs} FOR EACH STATEMENT "
+        f"EXECUTE FUNCTION {name}()",
+    ]
+
+
+def sqlite_statements(src: Source) -> list[str]:
+    """Return the SQL that (re)creates the SQLite triggers of one table."""
+    d = SqliteDialect()
+    table = d.quote(src.table)
+    out = []
+    for op, verb in OPS.items():
+        name = f"{PREFIX}{src.table}_{op}"
+        union = " UNION ALL ".join(_event_rows(d, src, op, "OLD", "NEW"))
+        out += [
+            f"DROP TRIGGER IF EXISTS {name}",
+            f"CREATE TRIGGER {name} AFTER {verb} ON {table} FOR EACH ROW BEGIN "
+            f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) SELECT "
+            "strftime('%Y-%m-%d %H:%M:%f', 'now'), 'database', "
+            f"json_group_array(json(ev)), {SQLITE_TX} FROM (SELECT DISTINCT ev FROM "
+            f"({union}) WHERE ev IS NOT NULL) HAVING count(*) > 0; END",
+        ]
+    return out
+
+
+def expected(vendor: str) -> dict[str, list[str]]:
+    """Return {table: the statements that install its capture} for a backend."""
+    build = postgres_statements if vendor == "postgresql" else sqlite_statements
+    return {table: build(src) for table, src in sources().items()}
+
+
+def supported(connection: BaseDatabaseWrapper) -> bool:
+    """Return whether changes on this database can be captured by triggers."""
+    return connection.vendor in ("postgresql", "sqlite")
+
+
+def sync(connection: BaseDatabaseWrapper) -> list[str]:
+    """Install or refresh every table's capture, drop stale ones; return the tables."""
+    if not supported(connection):
+        return []
+    wanted = expected(connection.vendor)
+    with connection.cursor() as cursor:
+        for stale in sorted(set(_installed(connection)) - _names(wanted)):
+            _drop(connection, cursor, stale)
+        for statements in wanted.values():
+            for sql in statements:
+                cursor.execute(sql)
+    return sorted(wanted)
+
+
+def _names(wanted: dict[str, list[str]]) -> set[str]:
+    ops = [*OPS, "trn"]
+    return {
+        f"{PREFIX}{table}_{op}"
+        for table in wanted
+        for op in ops
+        if any(f"{PREFIX}{table}_{op}" in sql for sql in wanted[table])
+    }
+
+
+def _installed(connection: BaseDatabaseWrapper) -> dict[str, tuple[str, str]]:
+    """Return {trigger name: (table, its definition)} of the installed captures."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT t.tgname, c.relname, p.prosrc FROM pg_trigger t "
+                "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON "
+                "p.oid = t.tgfoid WHERE t.tgname LIKE %s AND NOT t.tgisinternal",
+                [PREFIX + "%"],
+            )
+        else:
+            cursor.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = "
+                "'trigger' AND name LIKE %s",
+                [PREFIX + "%"],
+            )
+        return {name: (table, body) for name, table, body in cursor.fetchall()}
+
+
+def _drop(connection: BaseDatabaseWrapper, cursor: Any, name: str) -> None:
+    table = _installed(connection)[name][0]
+    if connection.vendor == "postgresql":
+        cursor.execute(f'DROP TRIGGER IF EXISTS {name} ON "{table}"')
+        cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
+    else:
+        cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def differences(connection: BaseDatabaseWrapper) -> list[str]:
+    """Return how the installed captures differ from the declarations (empty: none)."""
+    if not supported(connection):
+        return []
+    installed = _installed(connection)
+    problems = []
+    for table, statements in expected(connection.vendor).items():
+        for name, definition in _definitions(connection.vendor, statements):
+            got = installed.get(name)
+            if got is None:
+                problems.append(f"table {table} has no trigger {name}")
+            elif _squash(got[1]) != _squash(definition):
+                problems.append(f"trigger {name} on {table} differs from the feeds")
+    wanted = _names(expected(connection.vendor))
+    problems += [
+        f"trigger {name} on {installed[name][0]} captures a table no layer reads"
+        for name in sorted(set(installed) - wanted)
+    ]
+    return problems
+
+
+def _definitions(vendor: str, statements: list[str]) -> Iterator[tuple[str, str]]:
+    """Yield (trigger name, the definition the catalog stores) per trigger."""
+    for sql in statements:
+        if vendor == "postgresql" and sql.startswith("CREATE OR REPLACE FUNCTION"):
+            name = sql.split()[4].removesuffix("()")
+            yield name, sql.split("$tomori$")[1]
+        elif vendor != "postgresql" and sql.startswith("CREATE TRIGGER"):
+            yield sql.split()[2], sql
+
+
+def _squash(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def drop_all(connection: BaseDatabaseWrapper) -> None:
+    """Drop every installed capture trigger (the migration's reverse)."""
+    if not supported(connection):
+        return
+    with connection.cursor() as cursor:
+        for name in sorted(_installed(connection)):
+            _drop(connection, cursor, name)
