@@ -43,6 +43,17 @@ class CachesConfig(AppConfig):
             sync_capture, sender=self, dispatch_uid="caches.sync_capture"
         )
         checks.register(check_capture, checks.Tags.database)
+        checks.register(check_layer_knobs)
+
+
+def check_layer_knobs(**_: Any) -> list[checks.CheckMessage]:
+    """Report every malformed knob a layer declares itself, naming the variable."""
+    from caches.layers import _knobs
+
+    return [
+        checks.Error(message, id="caches.E001", hint="See docs/settings.md.")
+        for message in _knobs.errors()
+    ]
 
 
 def sync_capture(*, using: str, **_: Any) -> None:

@@ -14,13 +14,17 @@ from caches.core import (
 )
 from caches.database import run_db as run_db  # the layers import it from here
 from caches.turn_notes import note_miss
-from tomori.knobs import knobs
+from tomori.knobs import KNOBS_BY_NAME, knobs
 from tomori.models.validation import parse_snowflake
 
 
 def knob(name: str) -> Any:
-    """Return the knob `name` of the current typed settings (`tomori.knobs.knobs()`)."""
-    return getattr(knobs(), name)
+    """Return knob `name`: the domain's typed settings, or a layer's own knob."""
+    if name in KNOBS_BY_NAME:
+        return getattr(knobs(), name)
+    from caches.layers import _knobs
+
+    return _knobs.read(_knobs.own_knobs()[name])
 
 
 def unwrapped(result: Any) -> Any:

@@ -35,6 +35,7 @@ from caches.registry import (
     UnknownOperationError,
     parse_plain_key,
 )
+from tomori.knobs import Knob
 
 
 class LayerNotBuilt(RuntimeError):
@@ -215,9 +216,14 @@ class Layer:
     feeds: tuple[Feed, ...] = ()
     #: Why no table feeds it: a layer declares `feeds` or this, never neither.
     not_fed: NotFed | None = None
+    #: Knobs only this layer reads, declared here (`caches.layers._knobs`);
+    #: their names join `settings`.
+    knobs: tuple[Knob, ...] = ()
     _by_name: dict[str, Operation] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        own = tuple(k.name for k in self.knobs if k.name not in self.settings)
+        object.__setattr__(self, "settings", (*self.settings, *own))
         by_name = {op.name: op for op in self.ops}
         clashing = sorted(set(by_name) & set(BUILTIN_OPS))
         if clashing or len(by_name) != len(self.ops):

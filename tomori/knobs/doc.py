@@ -39,7 +39,9 @@ with an integer database number.
 """
 
 
-def settings_doc(readers: Mapping[str, Sequence[str]] | None = None) -> str:
+def settings_doc(
+    readers: Mapping[str, Sequence[str]] | None = None, own: Sequence[Knob] = ()
+) -> str:
     """Return docs/settings.md: the services table, then every knob by group.
 
     `readers` maps a knob to the cache layers built from it (the command that
@@ -48,17 +50,20 @@ def settings_doc(readers: Mapping[str, Sequence[str]] | None = None) -> str:
     services = ["## Process and services", "", "| variable | default | effect |"]
     services.append("|---|---|---|")
     services += [f"| {s.name} | {s.default} | {s.effect} |" for s in SERVICE_SETTINGS]
-    knob_tables = markdown_table(readers, heading="##")
+    knob_tables = markdown_table(readers, heading="##", extra=own)
     return "\n".join([_INTRO, *services, "", knob_tables])
 
 
 def markdown_table(
-    readers: Mapping[str, Sequence[str]] | None = None, *, heading: str = "####"
+    readers: Mapping[str, Sequence[str]] | None = None,
+    *,
+    heading: str = "####",
+    extra: Sequence[Knob] = (),
 ) -> str:
     """Render the knobs' tables, one per group, each under a `heading` title."""
     lines: list[str] = []
     group = None
-    for knob in KNOBS:
+    for knob in (*KNOBS, *extra):
         if knob.group != group:
             group = knob.group
             lines += ["", f"{heading} {group}", ""]

@@ -23,7 +23,9 @@ def layers_by_knob() -> dict[str, list[str]]:
 
 def rendered_doc() -> str:
     """Return docs/settings.md as the declarations give it now."""
-    return settings_doc(layers_by_knob())
+    from caches.layers._knobs import own_knobs
+
+    return settings_doc(layers_by_knob(), own=tuple(own_knobs().values()))
 
 
 class Command(BaseCommand):
