@@ -18,6 +18,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from caches.core import finite_json
 from caches.messages import MalformedMessage, WorkerSnapshot
 from tomori.knobs import knobs
 from tomori.service_urls import describe_redis_url
@@ -65,7 +66,7 @@ def publish_snapshot(worker_id: str, snapshot: WorkerSnapshot) -> bool:
     try:
         _redis().set(
             key_prefix() + worker_id,
-            json.dumps(payload.to_json(), default=str),
+            finite_json.dumps(payload.to_json(), default=str),
             px=int(ttl * 1000),
         )
     except Exception as exc:  # noqa: BLE001 (a dashboard feed must not break the worker)

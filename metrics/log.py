@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
+
+from caches.core import finite_json
 
 logger = logging.getLogger("tomori.metrics")
 
 
 def log_metric(name: str, fields: dict[str, Any]) -> str:
-    """Emit one `{"metric": name, ...}` JSON line and return it."""
-    line = json.dumps(
+    """Emit one `{"metric": name, ...}` JSON line and return it (non-finite numbers: null)."""
+    line = finite_json.dumps(
         {"metric": name, "ts": round(time.time(), 3), **fields},
         default=str,
         separators=(",", ":"),

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from caches.core.finite_json import finite
 from metrics.log import log_metric
 from metrics.models import MetricSample
 from tomori.knobs import knobs
@@ -49,7 +50,7 @@ class MetricSampleRepository:
         """Insert one sample; return whether it was stored. Never raises."""
         try:
             MetricSample.objects.create(
-                metric_name=name, fields=fields, created_at=self._now()
+                metric_name=name, fields=finite(fields), created_at=self._now()
             )
         except Exception as exc:  # noqa: BLE001 (telemetry must never raise)
             self._record_failure(name, exc)

@@ -18,6 +18,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from caches.consistency import NINES_CAP
+
 #: Registry stats exported as per-cache counters: stat -> (metric name, help).
 CACHE_COUNTERS = {
     "hits": "Reads answered from the cache.",
@@ -70,7 +72,7 @@ def cache_families(stats: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
 
 
 def consistency_families(summary: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
-    """Yield the consistency watcher's checked and inconsistent counters, ratio and nines."""
+    """Yield the consistency watcher's checked, inconsistent and repairs counters, ratio and nines."""
     checked = CounterMetricFamily(
         "tomori_consistency_checked",
         "Cached entries compared with the database by the consistency watcher.",
@@ -78,7 +80,14 @@ def consistency_families(summary: Mapping[str, Mapping[str, Any]]) -> Iterator[M
     )
     inconsistent = CounterMetricFamily(
         "tomori_consistency_inconsistent",
-        "Compared entries still differing from the database past the staleness bound.",
+        "Inconsistency episodes: a key still differing from the database past the "
+        "staleness bound, counted once however often it is checked.",
+        labels=["cache"],
+    )
+    repairs = CounterMetricFamily(
+        "tomori_consistency_repairs",
+        "Confirmed inconsistencies the watcher repaired by dropping the key from "
+        "this worker's cache (the next read reloads it); one per episode.",
         labels=["cache"],
     )
     ratio = GaugeMetricFamily(
@@ -88,16 +97,18 @@ def consistency_families(summary: Mapping[str, Mapping[str, Any]]) -> Iterator[M
     )
     nines = GaugeMetricFamily(
         "tomori_consistency_nines",
-        "Number of nines of the consistency ratio (+Inf when none was inconsistent).",
+        f"Number of nines of the consistency ratio, capped at {NINES_CAP:g}: a "
+        f"perfect record reports {NINES_CAP:g} (absent before the first check).",
         labels=["cache"],
     )
     for name, figures in summary.items():
         checked.add_metric([name], float(figures.get("checked") or 0))
         inconsistent.add_metric([name], float(figures.get("inconsistent") or 0))
+        repairs.add_metric([name], float(figures.get("repairs") or 0))
         if figures.get("ratio") is not None:
             ratio.add_metric([name], float(figures["ratio"]))
-            nines.add_metric([name], float(figures["nines"]))
-    yield from (checked, inconsistent, ratio, nines)
+            nines.add_metric([name], min(NINES_CAP, float(figures["nines"])))
+    yield from (checked, inconsistent, repairs, ratio, nines)
 
 
 def cache_bytes_family(estimates: Mapping[str, int], sample: int) -> Metric:

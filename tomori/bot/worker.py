@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -633,7 +632,7 @@ class BotWorker:
                 str(getattr(k, "value", k)): n for k, n in responder.by_outcome.items()
             }
             logger.info("turns resolved: %d %s", responder.total, outcomes)
-        logger.info("consistency checks: %s", json.dumps(self.consistency.summary()))
+        self.consistency.log_summary()
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
         return EXIT_UNFLUSHED if unstored else 0

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from caches.consistency import ConsistencyWatcher, nines
+from caches.consistency import NINES_CAP, ConsistencyWatcher, nines
 from caches.core import FakeClock
 from caches.layers import tomori_state
 from caches.registry import registry
@@ -54,8 +52,9 @@ async def test_a_consistent_entry_is_counted_as_checked(watcher):
     assert watcher.summary()["tomori_state"] == {
         "checked": 1,
         "inconsistent": 0,
+        "repairs": 0,
         "ratio": 1.0,
-        "nines": math.inf,
+        "nines": NINES_CAP,
     }
 
 
@@ -96,15 +95,17 @@ async def test_a_change_whose_invalidation_arrives_within_the_bound_is_forgiven(
     assert watcher.summary()["tomori_state"] == {
         "checked": 1,
         "inconsistent": 0,
+        "repairs": 0,
         "ratio": 1.0,
-        "nines": math.inf,
+        "nines": NINES_CAP,
     }
 
 
 def test_nines():
     assert nines(None) is None
-    assert nines(1.0) == math.inf
+    assert nines(1.0) == NINES_CAP == 9.0  # a perfect record: finite
     assert nines(0.999) == pytest.approx(3.0)
+    assert nines(1.0 - 1e-12) == NINES_CAP  # never more than the cap
 
 
 def test_every_watched_layer_reloads_what_it_caches():
