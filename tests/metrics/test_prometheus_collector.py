@@ -95,11 +95,12 @@ def test_cache_counters_move_with_reads(test_cache, endpoint) -> None:  # type: 
 
 
 def test_the_consistency_watcher_is_exported_per_cache(endpoint) -> None:  # type: ignore[no-untyped-def]
-    from caches.consistency import CacheConsistency, ConsistencyWatcher
+    from caches.consistency import NINES_CAP, CacheConsistency, ConsistencyWatcher
 
     watcher = ConsistencyWatcher(registry, checks_per_second=1, bound_seconds=2)
-    watcher.caches["user"] = CacheConsistency(checked=1000, inconsistent=1)
+    watcher.caches["user"] = CacheConsistency(checked=1000, inconsistent=1, repairs=1)
     watcher.caches["st_preset"] = CacheConsistency(checked=0)
+    watcher.caches["tomori_state"] = CacheConsistency(checked=50)
     samples = scrape(endpoint(_worker(consistency=watcher)).endpoint.url)
     assert value(samples, "tomori_consistency_checked_total", cache="user") == 1000
     assert value(samples, "tomori_consistency_inconsistent_total", cache="user") == 1
@@ -107,6 +108,10 @@ def test_the_consistency_watcher_is_exported_per_cache(endpoint) -> None:  # typ
     assert round(value(samples, "tomori_consistency_nines", cache="user"), 6) == 3.0
     assert value(samples, "tomori_consistency_checked_total", cache="st_preset") == 0
     assert ("tomori_consistency_ratio", (("cache", "st_preset"),)) not in samples
+    assert value(samples, "tomori_consistency_repairs_total", cache="user") == 1
+    assert value(samples, "tomori_consistency_repairs_total", cache="st_preset") == 0
+    perfect = value(samples, "tomori_consistency_nines", cache="tomori_state")
+    assert perfect == NINES_CAP  # finite, never +Inf
 
 
 def test_the_worker_is_named_with_its_shards(endpoint) -> None:  # type: ignore[no-untyped-def]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import signal
 
 import pytest
 
+from caches.core import finite_json
 from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
@@ -53,7 +53,8 @@ def test_saves_during_traffic_leave_no_inconsistency(run_bot: type[BotProcess]) 
     bot.proc.send_signal(signal.SIGTERM)
     assert bot.wait_exit(timeout=30) == 0
     line = bot.wait_for("consistency checks:")
-    summary = json.loads(line.split("consistency checks: ", 1)[1])
+    summary = finite_json.loads(line.split("consistency checks: ", 1)[1])  # strict
     assert sum(c["checked"] for c in summary.values()) > 0, summary
     assert summary["tomori_state"]["checked"] > 0, summary
     assert all(c["inconsistent"] == 0 for c in summary.values()), summary
+    assert all(c["repairs"] == 0 for c in summary.values()), summary

@@ -341,7 +341,20 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
         }
     ]
     consistency = {
-        "tomori_state": {"checked": 9, "inconsistent": 1, "ratio": 0.9, "nines": 1.0}
+        "tomori_state": {
+            "checked": 9,
+            "inconsistent": 1,
+            "repairs": 1,
+            "ratio": 0.9,
+            "nines": 1.0,
+        },
+        "user": {
+            "checked": 5,
+            "inconsistent": 0,
+            "repairs": 0,
+            "ratio": 1.0,
+            "nines": 9.0,
+        },
     }
     snapshot = dataclasses.replace(
         snapshot, recent_turns=tuple(recent_turns), consistency=consistency
@@ -354,6 +367,11 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
     assert "Recent turns" in page and "Renamed Tomori" in page
     assert "tomori_state" in page and "0.25 ms" in page
     assert "Consistency" in page and "0.900000" in page
+    assert '<th class="num">repairs</th>' in page
+    assert (
+        '<td class="num">1</td><td class="num">1</td>' in page
+    )  # inconsistent, repairs
+    assert '9.0 <span class="muted">(cap)</span>' in page  # a perfect record: the cap
 
 
 def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-def]
