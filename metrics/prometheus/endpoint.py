@@ -6,7 +6,6 @@ is busy or stuck (the liveness probe is how a stuck loop gets noticed).
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
@@ -17,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from caches.core import finite_json
 from metrics.prometheus.health import Verdict, WorkerHealth
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 def _json(start_response: StartResponse, verdict: Verdict) -> list[bytes]:
     ok, body = verdict
-    payload = json.dumps(body, sort_keys=True).encode()
+    payload = finite_json.dumps(body, sort_keys=True).encode()
     status = "200 OK" if ok else "503 Service Unavailable"
     start_response(
         status,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from caches.core import finite_json
 from caches.live import LiveDataUnavailable
 from caches.operations import (
     DATABASE_ERRORS,
@@ -86,7 +86,7 @@ class Command(BaseCommand):
             self._no_workers(as_json=options["json"])
         if options["json"]:
             data = {"workers": [worker.as_dict() for worker in workers]}
-            self.stdout.write(json.dumps(data, indent=2, default=str))
+            self.stdout.write(finite_json.dumps(data, indent=2, default=str))
             return
         for worker in workers:
             self._print_worker(worker)
@@ -124,7 +124,7 @@ class Command(BaseCommand):
                         "sizes": sample.sizes,
                     },
                 }
-                self.stdout.write(json.dumps(data, indent=2, default=str))
+                self.stdout.write(finite_json.dumps(data, indent=2, default=str))
             else:
                 self.stdout.write(f"last cache_sizes sample ({age} old, not live):")
                 for name, size in sample.sizes.items():

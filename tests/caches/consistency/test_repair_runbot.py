@@ -1,0 +1,114 @@
+"""A running worker repairs what a second PostgreSQL client changed behind its back, once per key."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections import Counter
+
+import psycopg
+import pytest
+from django.db import connection
+
+from caches.core import finite_json
+from tests.tomori.bot.worker.conftest import BotProcess
+from tomori.bot.demo import seed_world
+from tomori.bot.simulator import Scenario, generate_world
+from tomori.models import Persona, Server
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+SUFFIX = "#outside"
+REPAIRED = re.compile(r"consistency: tomori_state\[(\d+)\] differs .*dropped it")
+#: Seconds of output watched after the first repair for a key logged twice.
+WATCH_SECONDS = 10
+
+
+def _rename_from_outside() -> int:
+    """Rename every main persona from a second client, unrecorded; return how many."""
+    params = connection.settings_dict
+    with (
+        psycopg.connect(
+            host=params["HOST"] or "127.0.0.1",
+            port=int(params["PORT"] or 5432),
+            user=params["USER"] or "postgres",
+            dbname=params["NAME"],
+            autocommit=True,
+        ) as outside,
+        outside.transaction(),
+    ):
+        # No trigger fires in this session: the recording of changes is off.
+        outside.execute("SET LOCAL session_replication_role = replica")
+        cursor = outside.execute(
+            f"UPDATE {Persona._meta.db_table} SET name = name || %s WHERE is_main",
+            [SUFFIX],
+        )
+        return cursor.rowcount
+
+
+def _checked(cache: str) -> int:
+    from caches.live import live_snapshots
+
+    return sum(s.consistency.get(cache, {}).get("checked", 0) for s in live_snapshots())
+
+
+def _served_renamed() -> bool:
+    from caches.live import live_snapshots
+
+    turns = [t for snap in live_snapshots() for t in snap.recent_turns]
+    return any(SUFFIX in (t.get("persona") or "") for t in turns)
+
+
+def test_a_running_worker_repairs_an_outside_write_once_per_key(
+    run_bot: type[BotProcess],
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("a second PostgreSQL client writes behind Django")
+    seed_world(generate_world(Scenario.named("small")))
+    Server.objects.update(channel_whitelist_enabled=False)
+    bot = run_bot(
+        "--simulate",
+        "--fake-openrouter",
+        "--traffic-rate",
+        "200",
+        env={
+            "CACHE_METRICS_INTERVAL_MS": "1000",
+            "CONSISTENCY_CHECKS_PER_SECOND": "50",
+            "WORKER_SNAPSHOT_INTERVAL_SECONDS": "1",
+        },
+    )
+    bot.wait_for("bot ready")
+    for _ in range(60):  # one cache_sizes line a second: the clock
+        bot.wait_for('"metric":"cache_sizes"', timeout=30)
+        bot.lines.clear()
+        if _checked("tomori_state") >= 10:
+            break
+    assert _rename_from_outside() > 0
+    committed = time.monotonic()
+    output: list[str] = []
+    repaired_at = None
+    for _ in range(60):
+        bot.wait_for('"metric":"cache_sizes"', timeout=30)
+        output += bot.lines
+        bot.lines.clear()
+        if repaired_at is None and any(REPAIRED.search(line) for line in output):
+            repaired_at = time.monotonic() - committed
+        if repaired_at is not None and _served_renamed():
+            break
+    assert repaired_at is not None, "".join(output)
+    assert _served_renamed()  # the next read reloaded the outside write
+    for _ in range(WATCH_SECONDS):  # a key left inconsistent would be logged again
+        bot.wait_for('"metric":"cache_sizes"', timeout=30)
+    output += bot.lines
+    bot.proc.send_signal(signal.SIGTERM)
+    assert bot.wait_exit(timeout=30) == 0
+    output += bot.lines
+    line = next(line for line in output if "consistency checks:" in line)
+    summary = finite_json.loads(line.split("consistency checks: ", 1)[1])[
+        "tomori_state"
+    ]
+    logged = Counter(m[1] for line in output if (m := REPAIRED.search(line)))
+    assert logged and max(logged.values()) == 1, logged  # once per key
+    assert summary["inconsistent"] == summary["repairs"] == len(logged), summary
+    print(f"first repair {repaired_at:.1f} s after the commit; {len(logged)} key(s)")
