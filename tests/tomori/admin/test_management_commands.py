@@ -16,6 +16,7 @@ from django.utils import timezone
 from caches.registry import EmergencyPolicy, registry
 from metrics.models import MetricSample
 from tests.tomori.admin.conftest import TEST_CACHE
+from tomori.knobs import knobs
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +171,16 @@ def test_cache_stats_shows_each_caches_bytes_without_metrics_port(  # type: igno
     line = next(line for line in table.splitlines() if line.startswith(TEST_CACHE))
     assert line.split()[1] == "5"
     assert line.split()[-2:] == [str(estimates[TEST_CACHE]), "B"]
+
+
+def test_cache_stats_says_a_composite_cap_is_the_sum_of_its_maps(worker) -> None:  # type: ignore[no-untyped-def]
+    lines = run("cache_stats").splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("tomori_state "))
+    cap = int(knobs().TOMORI_STATE_CACHE_MAX_ENTRIES)
+    assert lines[row].split()[2] == f"{3 * cap:,}"
+    assert lines[row + 1] == (
+        f"  cap {3 * cap:,} = sum of 3 maps: main {cap:,} (0 held), "
+        f"last good {cap:,} (0 held), errors {cap:,} (0 held)"
+    )
+    user = next(i for i, line in enumerate(lines) if line.startswith("user "))
+    assert "sum of" not in lines[user + 1]  # one map: nothing to explain
