@@ -94,7 +94,7 @@ def test_invalidate_cache_rejects_a_bad_key(worker, test_cache) -> None:  # type
 def test_commands_fail_when_no_worker_answers(bus_channel, test_cache) -> None:  # type: ignore[no-untyped-def]
     for args in (
         ("invalidate_cache", TEST_CACHE, "--timeout", "0.5"),
-        ("emergency_clear", "--timeout", "0.5"),
+        ("emergency_clear", "--yes", "--timeout", "0.5"),
         ("refresh_catalogs", "--timeout", "0.5"),
     ):
         with pytest.raises(CommandError, match="no worker answered within 0.5 s"):
@@ -105,7 +105,7 @@ def test_commands_fail_when_no_worker_answers(bus_channel, test_cache) -> None: 
 def test_emergency_clear_runs_on_the_worker(
     worker, test_cache, _no_metric_rows
 ) -> None:  # type: ignore[no-untyped-def]
-    output = run("emergency_clear")
+    output = run("emergency_clear", "--yes")
     assert "clears: " in output and TEST_CACHE in output
     assert "preserves: " in output and "llm" in output
     assert "worker w1 (shards 0, 1): removed 5 entries" in output
@@ -115,7 +115,7 @@ def test_emergency_clear_runs_on_the_worker(
 
 
 def test_emergency_clear_include_stm_is_passed_on(worker, _no_metric_rows) -> None:  # type: ignore[no-untyped-def]
-    run("emergency_clear", "--include-stm")
+    run("emergency_clear", "--include-stm", "--yes")
     [(_, fields)] = _no_metric_rows
     assert fields["include_stm"] is True
 
