@@ -283,7 +283,8 @@ class CatalogRefresher(Generic[E]):
         if entries == previous:
             return
         was = f" (was {len(previous)})" if previous else ""
-        logger.info("catalog %s: serving %d models%s", self.name, len(entries), was)
+        models = "model" if len(entries) == 1 else "models"
+        logger.info("catalog %s: serving %d %s%s", self.name, len(entries), models, was)
 
     def _record_failure(self, reason: str) -> None:
         self._failures += 1

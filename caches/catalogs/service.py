@@ -178,10 +178,8 @@ def _ttl() -> timedelta:
 
 def _already_fresh(age: timedelta) -> RefreshOutcome:
     stored = format_age(age.total_seconds())
-    due_at = format_age(_ttl().total_seconds())
-    return RefreshOutcome(
-        False, f"already fresh (stored {stored} ago, refreshed at {due_at} old)"
-    )
+    ttl = format_age(_ttl().total_seconds())
+    return RefreshOutcome(False, f"already fresh (stored {stored} ago, TTL {ttl})")
 
 
 def _verdict(outcome: RefreshOutcome, *, due: bool) -> str:

@@ -49,6 +49,14 @@ async def test_a_catalog_line_is_logged_only_when_the_catalog_changes(
     assert _serving_lines(caplog)[1:] == ["catalog text: serving 3 models (was 2)"]
 
 
+async def test_one_model_is_one_model(
+    make_catalogs: Callable[..., CatalogSet], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=REFRESHER)
+    assert await make_catalogs().embedding.refresh()
+    assert _serving_lines(caplog) == ["catalog embedding: serving 1 model"]
+
+
 async def test_a_rate_limited_refresh_says_how_long_ago_the_last_one_was(
     make_catalogs: Callable[..., CatalogSet], clock: FakeClock
 ) -> None:
@@ -134,7 +142,7 @@ def test_the_beat_task_logs_why_it_refreshed_nothing(
     assert lines[2].startswith(
         "catalogs: text, embedding, image, video not refreshed: already fresh (stored "
     )
-    assert lines[2].endswith(" s ago, refreshed at 6.0 h old)")
+    assert lines[2].endswith(" s ago, TTL 6.0 h)")
 
 
 def test_ages_and_summaries_read_as_a_person_would_say_them() -> None:
