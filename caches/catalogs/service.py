@@ -176,10 +176,13 @@ def _ttl() -> timedelta:
     return timedelta(milliseconds=knobs().OPENROUTER_CATALOG_TTL_MS)
 
 
-def _already_fresh(age: timedelta) -> RefreshOutcome:
-    stored = format_age(age.total_seconds())
+def _already_fresh(ages: list[timedelta]) -> RefreshOutcome:
+    # One reason for every fresh catalog (they share a clause): the oldest age.
+    oldest = format_age(max(ages).total_seconds())
     ttl = format_age(_ttl().total_seconds())
-    return RefreshOutcome(False, f"already fresh (stored {stored} ago, TTL {ttl})")
+    return RefreshOutcome(
+        False, f"already fresh (stored at most {oldest} ago, TTL {ttl})"
+    )
 
 
 def _verdict(outcome: RefreshOutcome, *, due: bool) -> str:
@@ -192,10 +195,11 @@ async def _refresh(
     catalogs: CatalogSet, due: set[str], ages: dict[str, timedelta]
 ) -> dict[str, RefreshOutcome]:
     outcomes: dict[str, RefreshOutcome] = {}
+    fresh = [ages[name] for name in CATALOG_NAMES if name not in due]
     try:
         for name in CATALOG_NAMES:
             if name not in due:
-                outcomes[name] = _already_fresh(ages[name])
+                outcomes[name] = _already_fresh(fresh)
                 continue
             outcomes[name] = await catalogs[name].refresh_with_reason(force=True)
     finally:

@@ -140,7 +140,8 @@ def test_the_beat_task_logs_why_it_refreshed_nothing(
         "image not refreshed: HTTP 503"
     )
     assert lines[2].startswith(
-        "catalogs: text, embedding, image, video not refreshed: already fresh (stored "
+        "catalogs: text, embedding, image, video not refreshed: "
+        "already fresh (stored at most "
     )
     assert lines[2].endswith(" s ago, TTL 6.0 h)")
 
