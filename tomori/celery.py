@@ -11,6 +11,7 @@ guard drops every record (beat went silent, even "Sending due task").
 Errors are printed to the real stderr for the same reason.
 """
 
+import logging
 import os
 import sys
 from typing import Any
@@ -21,6 +22,9 @@ from celery.signals import beat_init, worker_init
 from tomori.startup import exit_on_settings_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
+
+# beat's own logger: its lines show under `beat -l info` beside "Sending due task".
+_beat_logger = logging.getLogger("celery.beat")
 
 app = Celery("tomori")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -50,6 +54,36 @@ def _refuse_invalid_settings(**_: Any) -> None:
         # Celery logs and swallows exceptions from signal receivers: exit instead.
         print(exc, file=sys.__stderr__, flush=True)
         raise SystemExit(1) from exc
+
+
+@beat_init.connect
+def _send_at_start(**_: Any) -> None:
+    """Send the TOMORI_BEAT_AT_START entries once, after their delay (then on schedule)."""
+    from django.conf import settings
+
+    schedule = app.conf.beat_schedule or {}
+    for name, delay in getattr(settings, "TOMORI_BEAT_AT_START", {}).items():
+        entry = schedule.get(name)
+        if entry is None:
+            continue
+        app.send_task(
+            entry["task"],
+            args=entry.get("args", ()),
+            kwargs=entry.get("kwargs", {}),
+            countdown=delay,
+            **entry.get("options", {}),
+        )
+        _beat_logger.info(
+            "Scheduler: %s (%s) sent to run once %g s after start, then every %s",
+            name,
+            entry["task"],
+            delay,
+            _every(entry["schedule"]),
+        )
+
+
+def _every(schedule: Any) -> str:
+    return f"{schedule:g} s" if isinstance(schedule, int | float) else str(schedule)
 
 
 @app.on_configure.connect

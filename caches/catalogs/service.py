@@ -18,6 +18,7 @@ from django.db import transaction
 
 from caches.catalogs.catalog_set import CatalogSet
 from caches.catalogs.endpoints import CATALOG_NAMES
+from caches.catalogs.outcomes import RefreshOutcome, format_age, summarize
 from caches.catalogs.refresher import OnRefreshed
 from caches.core.loop import call_on_loop
 from caches.database import run_db
@@ -133,11 +134,13 @@ def refresh_and_store(
 
     Staleness is the stored snapshot's age against OPENROUTER_CATALOG_TTL_MS
     (read without loading the payloads). Returns {catalog: "refreshed" |
-    "fresh" | "failed"}. A failed fetch stores and announces nothing, so
-    workers keep serving what they have.
+    "fresh" | "failed"} and logs one line saying why each catalog was not
+    refreshed. A failed fetch stores and announces nothing, so workers keep
+    serving what they have.
     """
     catalogs = catalogs or build_catalog_set()
-    due = _due_catalogs(force=force)
+    ages = _stored_ages()
+    due = _due_catalogs(ages, force=force)
     fetched: dict[str, list[Any]] = {}
 
     async def on_refreshed(name: str, models: list[Any]) -> None:
@@ -145,36 +148,60 @@ def refresh_and_store(
 
     for catalog in catalogs:
         catalog.on_refreshed = on_refreshed
-    outcome = asyncio.run(_refresh(catalogs, due))
+    outcomes = asyncio.run(_refresh(catalogs, due, ages))
     for name, models in fetched.items():
         with transaction.atomic():
             save_catalog_snapshot(name, models, fetched_at=datetime.now(UTC))
             record([Event(registry_name(name), RELOAD_OP, ())])
-    return outcome
-
-
-def _due_catalogs(*, force: bool) -> set[str]:
-    if force:
-        return set(CATALOG_NAMES)
-    ttl = timedelta(milliseconds=knobs().OPENROUTER_CATALOG_TTL_MS)
-    stored = catalog_snapshot_times()
-    now = datetime.now(UTC)
+    reasons = {name: outcome.reason for name, outcome in outcomes.items()}
+    logger.info("catalogs: %s", summarize(reasons, ok="refreshed"))
     return {
-        name
-        for name in CATALOG_NAMES
-        if name not in stored or now - stored[name] >= ttl
+        name: _verdict(outcome, due=name in due) for name, outcome in outcomes.items()
     }
 
 
-async def _refresh(catalogs: CatalogSet, due: set[str]) -> dict[str, str]:
-    outcome: dict[str, str] = {}
+def _stored_ages() -> dict[str, timedelta]:
+    now = datetime.now(UTC)
+    return {name: now - at for name, at in catalog_snapshot_times().items()}
+
+
+def _due_catalogs(ages: dict[str, timedelta], *, force: bool) -> set[str]:
+    if force:
+        return set(CATALOG_NAMES)
+    ttl = _ttl()
+    return {name for name in CATALOG_NAMES if name not in ages or ages[name] >= ttl}
+
+
+def _ttl() -> timedelta:
+    return timedelta(milliseconds=knobs().OPENROUTER_CATALOG_TTL_MS)
+
+
+def _already_fresh(ages: list[timedelta]) -> RefreshOutcome:
+    # One reason for every fresh catalog (they share a clause): the oldest age.
+    oldest = format_age(max(ages).total_seconds())
+    ttl = format_age(_ttl().total_seconds())
+    return RefreshOutcome(
+        False, f"already fresh (stored at most {oldest} ago, TTL {ttl})"
+    )
+
+
+def _verdict(outcome: RefreshOutcome, *, due: bool) -> str:
+    if outcome.refreshed:
+        return "refreshed"
+    return "failed" if due else "fresh"
+
+
+async def _refresh(
+    catalogs: CatalogSet, due: set[str], ages: dict[str, timedelta]
+) -> dict[str, RefreshOutcome]:
+    outcomes: dict[str, RefreshOutcome] = {}
+    fresh = [ages[name] for name in CATALOG_NAMES if name not in due]
     try:
         for name in CATALOG_NAMES:
             if name not in due:
-                outcome[name] = "fresh"
+                outcomes[name] = _already_fresh(fresh)
                 continue
-            ok = await catalogs[name].refresh(force=True)
-            outcome[name] = "refreshed" if ok else "failed"
+            outcomes[name] = await catalogs[name].refresh_with_reason(force=True)
     finally:
         await catalogs.aclose()
-    return outcome
+    return outcomes

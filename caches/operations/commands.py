@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from caches.catalogs.outcomes import summarize
 from caches.layers import load_all
 from caches.live import LiveDataUnavailable, live_snapshots
 from caches.messages import (
@@ -128,17 +129,24 @@ def _describe_details(reply: WorkerReply) -> str:
     details = reply.details
     entries = f"removed {_entries(reply.removed)}"
     if reply.op == REFRESH_CATALOGS:
-        results = details.get("results")
-        parts = [
-            f"{k} {'ok' if ok else 'not refreshed'}"
-            for k, ok in (results.items() if isinstance(results, Mapping) else ())
-        ]
-        return "catalogs: " + (", ".join(parts) or "none")
+        return "catalogs: " + _describe_refreshes(details)
     itemised = _itemise(details.get("cleared"))
     discord = _itemise(details.get("discord_cleared"), strip="discord_")
     if discord:  # the emergency clear: discord.py's caches are part of the total
         itemised += ("; " if itemised else "") + "discord.py " + discord
     return f"{entries}" + (f" ({itemised})" if itemised else "")
+
+
+def _describe_refreshes(details: Mapping[str, Any]) -> str:
+    """Return "text ok; embedding not refreshed: rate-limited, ... (use --fresh)"."""
+    results = details.get("results")
+    reasons = details.get("reasons")
+    reasons = reasons if isinstance(reasons, Mapping) else {}
+    why = {
+        str(name): None if ok else str(reasons.get(name) or "unknown reason")
+        for name, ok in (results.items() if isinstance(results, Mapping) else ())
+    }
+    return summarize(why, force_hint=" (use --fresh)")
 
 
 def _entries(count: int) -> str:

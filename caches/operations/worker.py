@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from caches.catalogs.outcomes import RefreshOutcome
 from caches.core.loop import run_on_loop
 from caches.messages import (
     AnyCommand,
@@ -124,15 +125,20 @@ async def _refresh_catalogs(command: RefreshCatalogs, ctx: WorkerContext) -> Out
     if ctx.catalogs is None:
         raise CommandFailed("this worker holds no catalogs")
     fresh = command.fresh
-    results = {}
+    results: dict[str, bool] = {}
+    reasons: dict[str, str] = {}
     for catalog in ctx.catalogs:
         try:
-            results[catalog.name] = await catalog.refresh(force=fresh)
+            outcome = await catalog.refresh_with_reason(force=fresh)
         except Exception as exc:  # one catalog's failure must not hide the others
             logger.warning("catalog %s refresh raised: %s", catalog.name, exc)
-            results[catalog.name] = False
+            outcome = RefreshOutcome(False, f"refresh raised {type(exc).__name__}")
+        results[catalog.name] = outcome.refreshed
+        if outcome.reason is not None:
+            reasons[catalog.name] = outcome.reason
     sizes = {catalog.name: len(catalog) for catalog in ctx.catalogs}
-    return 0, {"results": results, "sizes": sizes, "fresh": fresh}
+    details = {"results": results, "reasons": reasons, "sizes": sizes, "fresh": fresh}
+    return 0, details
 
 
 def _cache_name(name: str, ctx: WorkerContext) -> str:

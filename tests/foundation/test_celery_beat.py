@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ import redis
 from tests.support.faults import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-DUE = "Scheduler: Sending due task beat-test-tick (tomori.beat_test_tick)"
+DUE_PREFIX = "Scheduler: Sending due task"
+DUE = f"{DUE_PREFIX} beat-test-tick (tomori.beat_test_tick)"
 
 
 def _beat(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
@@ -115,3 +118,44 @@ def test_beat_names_a_bad_setting_and_exits_non_zero(
     assert proc.returncode != 0
     assert named in output
     assert DUE not in output
+
+
+def test_beat_sends_the_catalog_refresh_once_soon_after_it_starts(
+    tmp_path: Path, redis_url: str, beat_queue: str
+) -> None:
+    started = datetime.now(UTC)
+    proc = _beat(
+        tmp_path,
+        REDIS_URL=redis_url,
+        TOMORI_BEAT_TEST_QUEUE=beat_queue,
+        DJANGO_SETTINGS_MODULE="tests.foundation.beat_at_start_settings",
+    )
+    output = LineWaiter(proc)
+    client = redis.Redis.from_url(redis_url)
+    sent = (
+        "Scheduler: refresh-openrouter-catalogs (caches.refresh_openrouter_catalogs) "
+        "sent to run once 30 s after start, then every 3600 s"
+    )
+    try:
+        assert output.wait_for(sent, timeout=60), "\n".join(output.lines)
+        assert wait_until(lambda: client.llen(beat_queue) >= 1, timeout=10)
+        [message] = [json.loads(m) for m in client.lrange(beat_queue, 0, -1)]
+        headers = message["headers"]
+        assert headers["task"] == "caches.refresh_openrouter_catalogs"
+        eta = datetime.fromisoformat(headers["eta"]) - started
+        assert timedelta(seconds=25) <= eta <= timedelta(seconds=60), eta
+        assert not any(DUE_PREFIX in line for line in output.lines)  # an hour away
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        client.close()
+
+
+def test_the_settings_refresh_the_catalogs_at_beat_start_and_on_schedule() -> None:
+    from django.conf import settings
+
+    delay = settings.TOMORI_BEAT_AT_START["refresh-openrouter-catalogs"]
+    assert 0 < delay <= 60
+    entry = settings.CELERY_BEAT_SCHEDULE["refresh-openrouter-catalogs"]
+    assert entry["task"] == "caches.refresh_openrouter_catalogs"
+    assert entry["schedule"] >= 60  # the periodic refresh stays

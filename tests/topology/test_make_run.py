@@ -134,7 +134,7 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     assert "1 worker answered" in _manage(checkout, "invalidate_cache", "tomori_state")
     refreshed = _manage(checkout, "refresh_catalogs", "--fresh")
     assert "1 worker answered" in refreshed and "text ok" in refreshed
-    assert "1 worker answered" in _manage(checkout, "emergency_clear")
+    assert "1 worker answered" in _manage(checkout, "emergency_clear", "--yes")
     with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/admin/login/") as page:
         assert page.status == 200
 

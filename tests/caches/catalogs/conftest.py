@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -81,3 +83,28 @@ async def make_catalogs(
     yield make
     for catalogs in made:
         await catalogs.aclose()
+
+
+class ThreadedOpenRouter:
+    """A FakeOpenRouter served from its own event loop thread, for sync tests."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.fake = FakeOpenRouter(catalogs=starter_catalogs())
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeOpenRouter:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.fake.start(), self.loop).result(10)
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.fake.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+@pytest.fixture
+def openrouter() -> Iterator[FakeOpenRouter]:
+    with ThreadedOpenRouter() as fake:
+        yield fake

@@ -6,8 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,31 +29,6 @@ from tomori.models import CatalogSnapshot
 from tomori.repositories.catalogs import save_catalog_snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class ThreadedOpenRouter:
-    """A FakeOpenRouter served from its own event loop thread, for sync tests."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.fake = FakeOpenRouter(catalogs=starter_catalogs())
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def __enter__(self) -> FakeOpenRouter:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.fake.start(), self.loop).result(10)
-        return self.fake
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.fake.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-
-
-@pytest.fixture
-def openrouter() -> Iterator[FakeOpenRouter]:
-    with ThreadedOpenRouter() as fake:
-        yield fake
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from caches import bus, live
+from caches.catalogs.outcomes import RefreshOutcome
 from caches.core import BoundedTTLCache
 from caches.layers._support import parse_int
 from caches.operations import (
@@ -78,8 +79,11 @@ class FakeCatalog:
         return self.models
 
     async def refresh(self, *, force: bool = False) -> bool:
+        return (await self.refresh_with_reason(force=force)).refreshed
+
+    async def refresh_with_reason(self, *, force: bool = False) -> RefreshOutcome:
         self.calls.append(force)
-        return True
+        return RefreshOutcome(True)
 
     def status(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.models, "ready": True, "stale": False}

