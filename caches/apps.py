@@ -7,7 +7,7 @@ from django.apps import AppConfig
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_migrate
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,9 @@ class CachesConfig(AppConfig):
         setting_changed.connect(
             rebuild_on_setting_change, dispatch_uid="caches.rebuild_layers"
         )
+        pre_migrate.connect(
+            unhook_capture_on_sqlite, sender=self, dispatch_uid="caches.unhook"
+        )
         post_migrate.connect(
             sync_capture, sender=self, dispatch_uid="caches.sync_capture"
         )
@@ -56,13 +59,33 @@ def check_layer_knobs(**_: Any) -> list[checks.CheckMessage]:
     ]
 
 
+def unhook_capture_on_sqlite(*, using: str, **_: Any) -> None:
+    """Drop SQLite's capture triggers while migrations run; `sync_capture` restores them.
+
+    SQLite alters a table by rebuilding and renaming it, which fails while a
+    trigger on another table names it. PostgreSQL keeps its triggers: an
+    outside write during a migration is still recorded.
+    """
+    from django.db import connections
+
+    from caches.outbox import capture
+
+    if connections[using].vendor == "sqlite":
+        capture.drop_all(connections[using])
+
+
 def sync_capture(*, using: str, **_: Any) -> None:
-    """Refresh the change-capture triggers after every migrate (they follow the feeds)."""
+    """Refresh the change-capture triggers after every migrate (they follow the feeds).
+
+    Not before the migration that installs them, nor after it was reverted.
+    """
     from django.db import connections
 
     from caches.outbox import capture
 
     connection = connections[using]
+    if not _capture_migrated(connection):
+        return
     tables = set(connection.introspection.table_names())
     missing = sorted(set(capture.sources()) - tables)
     if missing:  # a partial migrate: the tables come with a later one
