@@ -15,7 +15,7 @@ from caches.catalogs.catalog_set import CatalogSet
 from caches.catalogs.samples import sample_catalogs
 from caches.core import FakeClock
 from caches.core.breaker import CircuitBreaker
-from metrics.prometheus import dependency_families
+from metrics.prometheus import dependency_families, memory_families
 from metrics.prometheus.worker import WorkerObservability
 from metrics.repository import default_repository
 from tests.metrics.scraping import Samples, parse, scrape, value
@@ -142,3 +142,10 @@ def test_a_worker_without_catalogs_exports_no_catalog_series(serve) -> None:  # 
         value(samples, "tomori_database_breaker_state", lane="reads", state="closed")
         == 1
     )
+
+
+def test_emergency_sources_are_exported_at_zero_before_their_first_clear() -> None:
+    samples = _render(*memory_families.emergency_families({"operator": 2}, 0, {}))
+    assert value(samples, "tomori_emergency_clears_total", source="operator") == 2
+    key = ("tomori_emergency_clears_total", (("source", "memory_guard"),))
+    assert samples[key] == 0  # present: increase() sees its first clear
