@@ -97,3 +97,18 @@ def test_the_rule_reader_sees_block_expressions() -> None:
         ("A", "x > y", "docs/runbook.md#a"),
         ("B", "up == 0", "docs/runbook.md#b"),
     ]
+
+
+def test_the_scrape_examples_are_valid_and_the_first_targets_make_run() -> None:
+    from tests.metrics.prometheus_server import SHIPPED_CONFIG, SHIPPED_TARGET
+    from tomori.devenv import DEFAULT_METRICS_PORT
+    from tomori.knobs import KNOBS_BY_NAME
+
+    address = KNOBS_BY_NAME["METRICS_ADDRESS"].default
+    assert SHIPPED_TARGET == f"{address}:{DEFAULT_METRICS_PORT}"
+    shards = SHIPPED_CONFIG.with_name("scrape-tomori-shards.yaml")
+    for config in (SHIPPED_CONFIG, shards):
+        result = promtool("check", "config", str(config))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "SUCCESS: 1 rule files found" in result.stdout, config
+    assert shards.read_text().count(":9108") >= 2  # one port per process per host
