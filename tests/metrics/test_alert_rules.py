@@ -105,7 +105,7 @@ def test_the_scrape_examples_are_valid_and_the_first_targets_make_run() -> None:
     from tomori.knobs import KNOBS_BY_NAME
 
     address = KNOBS_BY_NAME["METRICS_ADDRESS"].default
-    assert SHIPPED_TARGET == f"{address}:{DEFAULT_METRICS_PORT}"
+    assert f"{address}:{DEFAULT_METRICS_PORT}" == SHIPPED_TARGET
     shards = SHIPPED_CONFIG.with_name("scrape-tomori-shards.yaml")
     for config in (SHIPPED_CONFIG, shards):
         result = promtool("check", "config", str(config))
