@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 from tests.metrics.alert_rules import (
     ALERTS,
     RULE_TESTS,
+    RUNBOOK,
     alerts,
     promtool,
     rule_test_cases,
@@ -112,3 +114,9 @@ def test_the_scrape_examples_are_valid_and_the_first_targets_make_run() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
         assert "SUCCESS: 1 rule files found" in result.stdout, config
     assert shards.read_text().count(":9108") >= 2  # one port per process per host
+
+
+def test_every_link_inside_the_runbook_resolves() -> None:
+    sections = runbook_sections()
+    links = re.findall(r"\]\(#([^)]+)\)", RUNBOOK.read_text())
+    assert links and set(links) <= sections.keys(), set(links) - sections.keys()
