@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,8 @@ from caches.core.breaker import CircuitBreaker
 from metrics.prometheus import dependency_families, memory_families
 from metrics.prometheus.worker import WorkerObservability
 from metrics.repository import default_repository
-from tests.metrics.scraping import Samples, parse, scrape, value
+from tests.metrics.alert_rules import binary
+from tests.metrics.scraping import Samples, get, parse, scrape, value
 from tomori.knobs import knobs
 
 
@@ -149,3 +151,20 @@ def test_emergency_sources_are_exported_at_zero_before_their_first_clear() -> No
     assert value(samples, "tomori_emergency_clears_total", source="operator") == 2
     key = ("tomori_emergency_clears_total", (("source", "memory_guard"),))
     assert samples[key] == 0  # present: increase() sees its first clear
+
+
+def test_promtool_finds_nothing_to_complain_about_in_a_scrape(serve) -> None:  # type: ignore[no-untyped-def]
+    catalogs = CatalogSet(ttl=600)
+    assert catalogs.text.load_snapshot(sample_catalogs()["text"], 1_700_000_000.0)
+    status, body = get(serve(catalogs=catalogs) + "/metrics")
+    assert status == 200 and "tomori_catalog_ttl_seconds" in body
+    result = subprocess.run(
+        [binary("promtool"), "check", "metrics"],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    complaints = (result.stdout + result.stderr).strip()
+    assert result.returncode == 0 and not complaints, complaints
