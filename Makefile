@@ -13,7 +13,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # `make test PYTEST_ARGS=tests/faults` runs a part in one process.
 PYTEST_ARGS ?= -n auto --maxprocesses=4
 
-.PHONY: run serve test lint format bench chromium docs lock
+.PHONY: run serve test lint format bench chromium prometheus docs lock
 
 # Locked sets (requirements/*.txt, compiled from pyproject.toml by `make lock`),
 # installed with their hashes: run.txt = runtime + `run`; dev.txt = runtime +
@@ -76,8 +76,16 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) \
 	  || echo "chromium could not be installed: browser tests will fail"
 
+# promtool (the alerting rules' tests) and prometheus (the dashboard's
+# queries against a real server) from Debian's package; nothing is started.
+prometheus:
+	@command -v promtool >/dev/null 2>&1 || ( \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null ) \
+	  || echo "prometheus could not be installed: alerting and Prometheus tests will fail"
+
 # A developer's .env must not change what the tests run (TOMORI_ENV_FILE).
-test: $(STAMP) chromium
+test: $(STAMP) chromium prometheus
 	mkdir -p var
 	TOMORI_ENV_FILE=/dev/null \
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 from caches.operations import format_duration
 
@@ -66,3 +68,9 @@ def bar_width(value: Any) -> str:
 def get_item(mapping: Any, key: str) -> Any:
     """Return mapping[key], or None."""
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def breakable(name: Any) -> SafeString:
+    """Return `name` escaped, with a line-break opportunity after each underscore."""
+    return mark_safe(escape(str(name)).replace("_", "_<wbr>"))  # noqa: S308 (escaped above)

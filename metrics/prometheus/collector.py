@@ -22,10 +22,12 @@ from prometheus_client.core import Metric
 from caches.memory.readers import read_process_memory, read_rss_bytes
 from caches.registry import CacheRegistry
 from metrics.prometheus import bus_families as bus_metrics
+from metrics.prometheus import dependency_families as dependency_metrics
 from metrics.prometheus import families
 from metrics.prometheus import memory_families as memory_metrics
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures
+from tomori.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ class WorkerSources:
     #: The worker's CacheBytesEstimator (metrics/cache_bytes.py), or None.
     cache_bytes: Callable[[], Any] = lambda: None
     consistency: Callable[[], Any] = lambda: None
+    #: The worker's CatalogSet (caches/catalogs/catalog_set.py), or None.
+    catalogs: Callable[[], Any] = lambda: None
 
 
 class WorkerCollector:
@@ -70,6 +74,9 @@ class WorkerCollector:
             "bus": self._bus,
             "emergency": self._emergency,
             "consistency": self._consistency,
+            "database": self._database,
+            "catalogs": self._catalogs,
+            "metric_samples": self._metric_samples,
         }
         for name, part in parts.items():
             try:
@@ -136,6 +143,31 @@ class WorkerCollector:
     def _bus(self) -> Iterator[Metric]:
         bus = self.sources.bus()
         yield from bus_metrics.bus_families(bus.snapshot(), bus.stats.lag_histogram())
+        bound = knobs().INVALIDATION_STALENESS_BOUND_SECONDS
+        yield dependency_metrics.staleness_bound_family(bound)
+
+    def _database(self) -> Iterator[Metric]:
+        from caches.database import database_calls
+
+        calls = database_calls()
+        breakers = {"reads": calls.breaker, "writes": calls.writes_breaker}
+        yield from dependency_metrics.breaker_families(
+            breakers, timeouts=calls.timeouts
+        )
+
+    def _catalogs(self) -> Iterator[Metric]:
+        catalogs = self.sources.catalogs()
+        yield from dependency_metrics.catalog_families(catalogs or ())
+
+    def _metric_samples(self) -> Iterator[Metric]:
+        from metrics.logger import default_writer
+        from metrics.repository import default_repository
+
+        yield from dependency_metrics.metric_sample_families(
+            inserted=default_repository.inserted,
+            failures=default_repository.failures,
+            dropped=default_writer().dropped,
+        )
 
     def _consistency(self) -> Iterator[Metric]:
         watcher = self.sources.consistency()

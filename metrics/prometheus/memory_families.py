@@ -11,6 +11,9 @@ from caches.memory import MIB
 from metrics.prometheus.families import number
 
 GUARD_STATES = ("safe", "warning", "critical")
+#: Sources of emergency clears (the guard's, an operator's command), exported
+#: at 0 before their first clear so that increase() sees the first one.
+EMERGENCY_SOURCES = ("memory_guard", "operator")
 
 
 def memory_families(
@@ -107,8 +110,8 @@ def emergency_families(
         "Emergency cache clears run, by source.",
         labels=["source"],
     )
-    for source, count in sorted(runs.items()):
-        clears.add_metric([source], count)
+    for source in sorted(set(runs) | set(EMERGENCY_SOURCES)):
+        clears.add_metric([source], runs.get(source, 0))
     yield clears
     yield CounterMetricFamily(
         "tomori_emergency_clears_skipped",

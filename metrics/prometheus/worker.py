@@ -89,6 +89,7 @@ class WorkerObservability:
             size_sample=size_sample,
             cache_bytes=lambda: worker.cache_bytes,
             consistency=lambda: getattr(worker, "consistency", None),
+            catalogs=lambda: getattr(worker, "catalogs", None),
         )
         self.registry = build_registry(self.sources)
         self.endpoint = MetricsEndpoint(

@@ -1,8 +1,10 @@
 """An operator's first hour in a real headless Chromium, as one script.
 
-Log in; the dashboard fits a 1,400 px window and keeps the cache names in
-view at 1,024 px; the charts have a line from the start-up samples; each
-button answers; a rejected key followed by the auto-refresh is no 405.
+Log in; the dashboard fits a 1,400 px window, and a 1,024 px one with the
+admin sidebar open (every column in view, no sideways scroll); narrower, the
+table scrolls with the cache names and clear buttons kept in view; the charts
+have a line from the start-up samples; each button answers; a rejected key
+followed by the auto-refresh is no 405.
 """
 
 from __future__ import annotations
@@ -111,6 +113,30 @@ def _scrolled_right(tab: Any) -> dict[str, Any]:
     )
 
 
+def _columns_in_view_js() -> str:
+    return """() => {
+      const box = document.querySelector(".table-scroll").getBoundingClientRect();
+      const row = document.querySelector("tr[data-cache]");
+      const cells = {name: "td.name-col", size: "td.size", cap: "td.cap",
+                     hit: "td.hit-rate", clear: "td.action-col button.clear-cache"};
+      const out = [];
+      for (const [label, selector] of Object.entries(cells)) {
+        const rows = [...document.querySelectorAll("tr[data-cache]")];
+        const cell = rows.map(r => r.querySelector(selector)).find(c => c);
+        const r = cell.getBoundingClientRect();
+        if (r.left < box.left - 1 || r.right > box.right + 1 || r.right > window.innerWidth) {
+          out.push(label);
+        }
+      }
+      return out;
+    }"""
+
+
+def _columns_in_view(tab: Any) -> set[str]:
+    """Return the key columns (name, size, cap, hit rate, clear) not fully in view."""
+    return set(tab.evaluate(_columns_in_view_js()))
+
+
 def _press(tab: Any, selector: str, result: str) -> None:
     tab.click(selector)
     tab.wait_for_selector(f"ul.messagelist >> text={result}")
@@ -138,12 +164,24 @@ def test_the_operators_first_hour(  # type: ignore[no-untyped-def]
 
     page.set_viewport_size({"width": 1024, "height": 800})
     page.reload()
+    assert page.locator("#nav-sidebar").is_visible()  # the admin's sidebar, open
+    narrow = _fits(page)
+    page.screenshot(path=str(SCREENSHOTS / "first-hour-1024.png"), full_page=True)
+    table_shot = SCREENSHOTS / "first-hour-1024-table.png"
+    page.locator(".table-scroll").first.screenshot(path=str(table_shot))
+    assert narrow["scroll"] <= narrow["inner"], narrow  # no horizontal scroll
+    assert narrow["table"] <= narrow["box"], narrow  # nor inside the table's box
+    assert narrow["rightmost"] <= narrow["inner"], narrow
+    assert _columns_in_view(page) == set(), "columns out of view at 1,024 px"
+
+    page.set_viewport_size({"width": 800, "height": 800})  # narrower: it scrolls
+    page.reload()
     scrolled = _scrolled_right(page)
     assert scrolled["scrolled"] > 0 and scrolled["sizeMoved"] > 0, scrolled
     assert abs(scrolled["nameLeft"]) <= 1 and scrolled["nameShown"], scrolled
     assert scrolled["actionInside"], scrolled
-    shot = SCREENSHOTS / "first-hour-1024-scrolled.png"
-    page.locator(".table-scroll").screenshot(path=str(shot))
+    shot = SCREENSHOTS / "first-hour-800-scrolled.png"
+    page.locator(".table-scroll").first.screenshot(path=str(shot))
 
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{live_server.url}{CHARTS}")
