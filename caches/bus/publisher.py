@@ -58,6 +58,8 @@ class RedisPublisher:
         self._lock = threading.Lock()
         self._seq = 0
         self._backlog: deque[str] = deque()
+        #: Taken off the backlog by the sender and not yet published (0 or 1).
+        self._in_flight = 0
         self._down = False
         self._wake = threading.Event()
         self._idle = threading.Event()
@@ -94,6 +96,12 @@ class RedisPublisher:
         """Return how many messages wait to be published."""
         return len(self._backlog)
 
+    @property
+    def unpublished(self) -> int:
+        """Return how many queued messages are not published yet (in flight too)."""
+        with self._lock:
+            return len(self._backlog) + self._in_flight
+
     def drain(self, timeout: float = 5.0) -> bool:
         """Wait up to `timeout` s for the sender to publish the backlog; return if it did."""
         self._wake.set()
@@ -111,12 +119,15 @@ class RedisPublisher:
         self.client.close()
 
     def _drain_at_exit(self, timeout: float = EXIT_DRAIN_SECONDS) -> None:
-        if self._backlog and not self.drain(timeout):
-            logger.warning(
-                "bus: exiting with %d unpublished invalidation message(s); "
-                "workers catch them up from the outbox",
-                len(self._backlog),
-            )
+        # `_idle` is clear from the queueing of a message until the sender has
+        # published it: a message taken off the backlog is waited for too.
+        if self._idle.is_set() or self.drain(timeout):
+            return
+        logger.warning(
+            "bus: exiting with %d unpublished invalidation message(s); "
+            "workers catch them up from the outbox",
+            self.unpublished,
+        )
 
     def _start_sender(self) -> None:
         atexit.register(self._drain_at_exit)
@@ -144,14 +155,18 @@ class RedisPublisher:
                     self._note_up()
                     return True
                 data = self._backlog.popleft()
+                self._in_flight = 1
             try:
                 self.client.publish(self.channel, data)
             except redis.RedisError as exc:
                 with self._lock:
                     self._backlog.appendleft(data)  # first again, to keep the order
+                    self._in_flight = 0
                 self._stats.incr("publish_failures")
                 self._note_down(exc)
                 return False
+            with self._lock:
+                self._in_flight = 0
             self._stats.incr("published")
 
     def _note_down(self, exc: Exception) -> None:
