@@ -278,7 +278,10 @@ class Bus:
         return follower
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the subscriber and outbox threads and the command runner, joining them."""
+        """Stop the subscriber and outbox threads and the command runner, joining them.
+
+        An outbox read waiting on the database is left to end by itself.
+        """
         if self._subscriber is not None:
             self._subscriber.stop(timeout)
             self._subscriber = None

@@ -51,6 +51,9 @@ class OutboxFollower:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: When the running poll began (None: not polling); under `_polling`.
+        self._poll_started: float | None = None
+        self._polling = threading.Lock()
 
     def start(self) -> None:
         """Take the current newest row as the start, then poll in a daemon thread."""
@@ -64,13 +67,29 @@ class OutboxFollower:
         """Poll now (the fast path may have missed something)."""
         self._wake.set()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop polling and join the thread."""
-        self._stop.set()
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop polling and join the thread; return whether it ended.
+
+        A poll waiting on the database is not waited for: it only reads, so
+        nothing is lost by leaving it (a daemon thread) to the process's exit,
+        and a frozen database must not hold up the steps after this one.
+        """
+        with self._polling:
+            self._stop.set()
+            started = self._poll_started
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        if started is not None:
+            logger.info(
+                "outbox: stopped while a read has waited %.1f s on the database; "
+                "not waiting for it",
+                self._clock() - started,
+            )
+            return False
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def note_applied(self, ids: Any) -> None:
         """Skip these outbox ids when the poll reaches them (already applied)."""
@@ -78,11 +97,23 @@ class OutboxFollower:
             self.tracker.note_applied(i for i in ids if isinstance(i, int))
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.poll_once()
+        while self._begin_poll():
+            try:
+                self.poll_once()
+            finally:
+                with self._polling:
+                    self._poll_started = None
             self._wake.wait(self.interval)
             self._wake.clear()
         _close_connection()
+
+    def _begin_poll(self) -> bool:
+        # Under the lock `stop` takes: it sees either this poll or none at all.
+        with self._polling:
+            if self._stop.is_set():
+                return False
+            self._poll_started = self._clock()
+            return True
 
     def poll_once(self) -> int:
         """Read and apply every new row; return how many rows were applied."""
@@ -112,6 +143,8 @@ class OutboxFollower:
 
     def _apply(self, rows: list[store.OutboxRow]) -> int:
         taken = self.tracker.take(rows)
+        if self._stop.is_set():
+            return 0  # read after `stop`: the process is shutting down
         if taken.overflow:
             self._start_over("too many open outbox gaps")
             return 0

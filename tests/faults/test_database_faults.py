@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from django.db import Error as DjangoDatabaseError
@@ -18,8 +19,9 @@ from caches.database import (
     run_db_writes,
 )
 from caches.layers import short_term_memory as stm
+from caches.outbox import OutboxFollower
 from tests.caches.layers2.stm_helpers import message
-from tests.support.faults import TcpProxy, until
+from tests.support.faults import TcpProxy, until, wait_until
 from tomori.models import ShortTermMemoryRecord
 
 db = pytest.mark.django_db(transaction=True)
@@ -195,3 +197,29 @@ async def test_a_failing_connection_check_does_not_hide_the_callers_error(
     )
     with pytest.raises(OperationalError, match="closed the connection"):
         await run_db(failing_query)
+
+
+@db
+def test_stopping_the_outbox_follower_does_not_wait_on_a_read_the_frozen_database_holds(
+    db_through_proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    follower = OutboxFollower(
+        deliver=lambda events, sent_at, origin: None,
+        flush=lambda reason: None,
+        interval=60.0,
+        retention=600.0,
+    )
+    follower.start()
+    try:
+        assert wait_until(lambda: follower.tracker.high is not None, timeout=10)
+        db_through_proxy.freeze()
+        follower.wake()
+        assert wait_until(lambda: follower._poll_started is not None, timeout=10)
+        started = time.monotonic()
+        ended = follower.stop(timeout=5.0)
+        took = time.monotonic() - started
+    finally:
+        follower.stop(timeout=0)
+    assert ended is False  # left to the process's exit: it only reads
+    assert took < 1.0  # not the 5 s the join may take
+    assert "not waiting for it" in caplog.text

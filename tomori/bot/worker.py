@@ -65,6 +65,7 @@ from caches.registry import registry
 from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
+from tomori.bot.durable_flush import DurableFlush
 from tomori.bot.lock import ShardLock, lock_names
 from tomori.knobs import knobs
 
@@ -94,8 +95,8 @@ def traffic_line(window: dict[str, Any], hits: int, misses: int) -> str:
 
 #: Exit code when durable writes could not be stored before the deadline.
 EXIT_UNFLUSHED = 1
-#: The steps after the durable flush get this long before the deadline.
-SHUTDOWN_MARGIN_SECONDS = 1.0
+#: The longest one shutdown step (a cleanup) is waited for.
+SHUTDOWN_STEP_SECONDS = 5.0
 #: The watchdog ends the process this long after the shutdown deadline.
 WATCHDOG_GRACE_SECONDS = 3.0
 
@@ -612,18 +613,14 @@ class BotWorker:
         deadline = asyncio.get_running_loop().time() + timeout
         self._watchdog = _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
         self.stop_event.set()
+        flush = DurableFlush(deadline)  # beside every step: it has the whole budget
         await self._finish_turns()
         for cleanup in reversed(self._running.cleanups):
-            try:
-                result = cleanup()
-                if result is not None:
-                    await asyncio.wait_for(result, 5)
-            except Exception:  # noqa: BLE001 (shut down as much as possible)
-                logger.exception("shutdown step failed")
+            await _shutdown_step(cleanup)
         for task in self._running.tasks:
             task.cancel()
         await asyncio.gather(*self._running.tasks, return_exceptions=True)
-        unstored = await _flush_durable_memory(deadline)
+        unstored = await flush.finish()
         set_current_guard(None)
         live.withdraw_snapshot(self.worker_id)
         if self.pipeline is not None:
@@ -643,38 +640,21 @@ class BotWorker:
             self._watchdog.cancel()
 
 
-async def _flush_durable_memory(deadline: float) -> int:
-    """Retry the durable short-term memory writes until `deadline`; return how many are left."""
-    from caches.layers.short_term_memory import short_term_memory_store
-
-    store = short_term_memory_store()
-    writer = store.writer
-    loop = asyncio.get_running_loop()
-    budget = max(0.5, deadline - loop.time() - SHUTDOWN_MARGIN_SECONDS)
+async def _shutdown_step(cleanup: Callable[[], Awaitable[None] | None]) -> None:
+    """Run one cleanup, waiting at most SHUTDOWN_STEP_SECONDS for it."""
+    name = getattr(cleanup, "__qualname__", repr(cleanup))
     try:
-        await asyncio.wait_for(writer.flush(), budget)
+        result = cleanup()
+        if result is not None:
+            await asyncio.wait_for(result, SHUTDOWN_STEP_SECONDS)
     except TimeoutError:
-        pass
-    except Exception:  # noqa: BLE001 (count what is left, exit anyway)
-        logger.exception("flushing short-term memory writes failed")
-    left, behind = writer.pending_count(), writer.turns_behind()
-    keys, turns = store.memory_totals()
-    if left:
         logger.error(
-            "short-term memory: %d durable writes (keys) not stored at shutdown, "
-            "%d turns behind; the database did not take them within %.1f s",
-            left,
-            behind,
-            budget,
+            "shutdown step %s did not finish within %.0f s: not waiting for it",
+            name,
+            SHUTDOWN_STEP_SECONDS,
         )
-    else:
-        logger.info(
-            "short-term memory: every durable write is stored "
-            "(%d keys holding %d turns in memory)",
-            keys,
-            turns,
-        )
-    return left
+    except Exception:  # noqa: BLE001 (shut down as much as possible)
+        logger.exception("shutdown step %s failed", name)
 
 
 def _arm_watchdog(seconds: float) -> threading.Timer:

@@ -13,6 +13,7 @@ from tests.support.faults import TcpProxy, proxied_url
 from tests.tomori.bot.worker.conftest import BotProcess
 from tests.tomori.bot.worker.conftest import test_database_url as database_url_of_tests
 from tomori.bot.demo import seed_world
+from tomori.bot.durable_flush import SHUTDOWN_MARGIN_SECONDS
 from tomori.bot.simulator import Scenario, generate_world
 from tomori.models import Server, ShortTermMemoryRecord
 
@@ -63,6 +64,7 @@ def test_sigterm_with_the_database_frozen_exits_in_time_counting_what_is_lost(
     # call timed out): only then is there something SIGTERM must count as lost.
     bot.wait_for("durable writes after a failed batch", timeout=60)
     signalled = time.monotonic()
+    bot.lines.clear()  # from here on: the shutdown's own lines
     bot.proc.send_signal(signal.SIGTERM)
     code = bot.wait_exit(timeout=20)
     assert time.monotonic() - signalled < 20
@@ -71,6 +73,16 @@ def test_sigterm_with_the_database_frozen_exits_in_time_counting_what_is_lost(
     count = re.search(r"(\d+) durable writes \(keys\) not stored", line)
     assert count is not None and int(count.group(1)) > 0, line
     assert "turns behind" in line
+    # The flush had the whole budget: no step before it (the bus's outbox
+    # reader stuck in the frozen database above all) took any of it.
+    took = re.search(r"did not take them within ([\d.]+) s", line)
+    assert took is not None, line
+    budget = float(ENV["WORKER_SHUTDOWN_TIMEOUT_SECONDS"]) - SHUTDOWN_MARGIN_SECONDS
+    assert float(took.group(1)) >= budget - 0.2, line
+    # One ERROR, naming what was not stored; no traceback.
+    errors = [x for x in bot.lines if " ERROR " in x]
+    assert errors == [line], bot.output[-3000:]
+    assert "Traceback" not in bot.output, bot.output[-3000:]
     pg_proxy.forward()  # let the held query finish before the database is flushed
 
 
