@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -32,9 +33,35 @@ REPLY_PREFIX = "tomori:reply:"
 EventTuple = tuple[str, str, tuple[Any, ...]]
 T = TypeVar("T")
 
+# Bounds on what a receiver accepts: anyone who can reach Redis can publish.
+#: A bus message longer than this (characters of JSON) is refused unread.
+MAX_MESSAGE_CHARS = 8 * 2**20
+#: Arrays and objects nest at most this deep in a message.
+MAX_DEPTH = 32
+#: A string field (an error text, an operator's key) holds at most this much.
+MAX_TEXT = 10_000
+#: An origin, a cache name or an operation name.
+MAX_NAME = 200
+#: One event argument: a key part (ids, codenames, "shortterm:..." keys).
+MAX_ARG = 1_000
+#: Nesting of one event's arguments: (server, channel) keys are one level.
+MAX_ARG_DEPTH = 4
+#: Events in one batch, and outbox ids it names.
+MAX_EVENTS = 100_000
+#: Integers fit PostgreSQL's bigint (ids, sequence numbers, counters).
+MAX_INT = 2**63 - 1
+
 
 class MalformedMessage(ValueError):
-    """Received data that is not a valid message; the text says what is wrong."""
+    """Received data that is not a valid message; the text says what is wrong.
+
+    `kind` names the rule it broke ("not JSON", "InvalidationBatch.sent_at",
+    ...): receivers log the first rejection of each kind and count the rest.
+    """
+
+    def __init__(self, text: str, *, kind: str = "malformed") -> None:
+        super().__init__(text)
+        self.kind = kind
 
 
 # ------------------------------------------------------------------ field readers
@@ -45,20 +72,44 @@ def _check(ok: bool, value: Any, expected: str) -> None:
         raise MalformedMessage(f"expected {expected}, got {value!r:.80}")
 
 
-def _str(value: Any) -> str:
+def _str(value: Any, limit: int = MAX_TEXT) -> str:
     _check(isinstance(value, str), value, "a string")
+    _check(len(value) <= limit, value, f"at most {limit} characters")
     return str(value)
+
+
+def _name(value: Any) -> str:
+    return _str(value, MAX_NAME)
 
 
 def _int(value: Any) -> int:
     _check(isinstance(value, int) and not isinstance(value, bool), value, "an int")
+    _check(-MAX_INT <= value <= MAX_INT, value, "a 64-bit int")
     return int(value)
+
+
+def _seq(value: Any) -> int:
+    number = _int(value)
+    _check(number >= 0, value, "a sequence number (0 or more)")
+    return number
 
 
 def _float(value: Any) -> float:
     number = isinstance(value, int | float) and not isinstance(value, bool)
     _check(number, value, "a number")
+    _check(
+        number and abs(value) <= MAX_INT and math.isfinite(value),
+        value,
+        "a finite number",
+    )
     return float(value)
+
+
+def _timestamp(value: Any) -> float:
+    # Unix time, and one a lag can be measured against (no year 1 or 3000).
+    seconds = _float(value)
+    _check(0.0 <= seconds <= 1e10, value, "a Unix time")
+    return seconds
 
 
 def _bool(value: Any) -> bool:
@@ -77,11 +128,13 @@ def _int_map(value: Any) -> dict[str, int]:
 
 def _ints(value: Any) -> tuple[int, ...]:
     _check(isinstance(value, list | tuple), value, "an array")
+    _check(len(value) <= MAX_EVENTS, len(value), f"at most {MAX_EVENTS} items")
     return tuple(_int(item) for item in value)
 
 
 def _objects(value: Any) -> tuple[dict[str, Any], ...]:
     _check(isinstance(value, list | tuple), value, "an array")
+    _check(len(value) <= MAX_EVENTS, len(value), f"at most {MAX_EVENTS} items")
     return tuple(_object(item) for item in value)
 
 
@@ -140,7 +193,9 @@ def _decode_fields(
         try:
             values[name] = read(data[name])
         except MalformedMessage as exc:
-            raise MalformedMessage(f"{what}.{name}: {exc}") from None
+            raise MalformedMessage(
+                f"{what}.{name}: {exc}", kind=f"{what}.{name}"
+            ) from None
     return values
 
 
@@ -184,6 +239,7 @@ def events_to_json(events: Iterable[EventTuple]) -> list[list[Any]]:
 def events_from_json(raw: Any) -> tuple[EventTuple, ...]:
     """Return the events of `raw` (arrays in args become tuples), or raise MalformedMessage."""
     _check(isinstance(raw, list), raw, "an array of events")
+    _check(len(raw) <= MAX_EVENTS, len(raw), f"at most {MAX_EVENTS} events")
     events = []
     for item in raw:
         _check(
@@ -191,15 +247,23 @@ def events_from_json(raw: Any) -> tuple[EventTuple, ...]:
             item,
             "an event [cache, op, [args...]]",
         )
-        events.append((_str(item[0]), _str(item[1]), _tuples(item[2])))
+        events.append((_name(item[0]), _name(item[1]), _tuples(item[2], 0)))
     return tuple(events)
 
 
-def _tuples(value: Any) -> Any:
+def _tuples(value: Any, depth: int) -> Any:
     # Cache keys such as (server_id, channel_disc_id) travel as arrays.
     if isinstance(value, list):
-        return tuple(_tuples(v) for v in value)
-    _check(not isinstance(value, dict), value, "a scalar or an array")
+        _check(depth < MAX_ARG_DEPTH, value, f"arguments nested under {MAX_ARG_DEPTH}")
+        _check(len(value) <= MAX_ARG, len(value), f"at most {MAX_ARG} arguments")
+        return tuple(_tuples(v, depth + 1) for v in value)
+    if isinstance(value, str):
+        return _str(value, MAX_ARG)
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _int(value)
+    _check(value is None or isinstance(value, bool), value, "a scalar or an array")
     return value
 
 
@@ -340,6 +404,13 @@ class Envelope:
     seq: int
     sent_at: float
 
+    #: How every envelope's own fields are read (bounded, finite).
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "origin": _name,
+        "seq": _seq,
+        "sent_at": _timestamp,
+    }
+
     def to_json(self) -> dict[str, Any]:
         """Return the versioned envelope with this message's body."""
         return {"v": VERSION, "kind": self.KIND, **_encode_fields(self)}
@@ -369,7 +440,8 @@ class InvalidationBatch(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> InvalidationBatch:
         """Return the batch in `data`, or raise MalformedMessage."""
-        return cls(**_decode_fields(cls, data, readers={"events": events_from_json}))
+        readers = {**Envelope.READERS, "events": events_from_json}
+        return cls(**_decode_fields(cls, data, readers=readers))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -385,7 +457,9 @@ class CommandMessage(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> CommandMessage:
         """Return the command message in `data`, or raise MalformedMessage."""
-        values = _decode_fields(cls, data, readers={"command": Command.from_json})
+        readers = {**Envelope.READERS, "command": Command.from_json}
+        readers["timeout"] = _float
+        values = _decode_fields(cls, data, readers=readers)
         if not values["reply_to"].startswith(REPLY_PREFIX):
             raise MalformedMessage(f"reply_to {values['reply_to']!r:.60} is not ours")
         return cls(**values)
@@ -409,7 +483,8 @@ class ReplyMessage(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> ReplyMessage:
         """Return the reply message in `data`, or raise MalformedMessage."""
-        return cls(**_decode_fields(cls, data, readers={"reply": _reply_or_none}))
+        readers = {**Envelope.READERS, "reply": _reply_or_none}
+        return cls(**_decode_fields(cls, data, readers=readers))
 
 
 def _reply_or_none(value: Any) -> WorkerReply | None:
@@ -431,18 +506,66 @@ def encode(message: BusMessage) -> str:
 
 
 def decode(data: bytes | str) -> BusMessage:
-    """Return the bus message in `data`, or raise MalformedMessage."""
-    try:
-        raw = json.loads(data)
-    except (TypeError, ValueError) as exc:
-        raise MalformedMessage(f"not JSON: {exc}") from None
-    _check(isinstance(raw, dict), raw, "a message object")
+    """Return the bus message in `data`, or raise MalformedMessage (nothing else)."""
+    raw = _parse(data)
+    if not isinstance(raw, dict):
+        raise MalformedMessage(
+            f"not a message object: {raw!r:.80}", kind="not an object"
+        )
     if raw.get("v") != VERSION:
-        raise MalformedMessage(f"version {raw.get('v')!r:.20} is not {VERSION}")
-    parse = _KINDS.get(raw.get("kind"))  # type: ignore[arg-type]
+        raise MalformedMessage(
+            f"version {raw.get('v')!r:.20} is not {VERSION}", kind="version"
+        )
+    kind = raw.get("kind")
+    parse = _KINDS.get(kind) if isinstance(kind, str) else None
     if parse is None:
-        raise MalformedMessage(f"unknown kind {raw.get('kind')!r:.40}")
+        raise MalformedMessage(f"unknown kind {raw.get('kind')!r:.40}", kind="kind")
     return parse(raw)
+
+
+def _parse(data: Any) -> Any:
+    """Return the JSON in `data`: bounded in size and depth, every number finite."""
+    if not isinstance(data, bytes | bytearray | str):
+        raise MalformedMessage(f"not text: {type(data).__name__}", kind="not JSON")
+    if len(data) > MAX_MESSAGE_CHARS:
+        raise MalformedMessage(f"{len(data)} characters long", kind="too large")
+    try:
+        raw = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise MalformedMessage("nested too deeply to parse", kind="too deep") from None
+    except MalformedMessage:
+        raise
+    except (TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedMessage(f"not JSON: {exc!s:.200}", kind="not JSON") from None
+    if _depth_over(raw, MAX_DEPTH):
+        raise MalformedMessage(f"nested deeper than {MAX_DEPTH}", kind="too deep")
+    return raw
+
+
+def _no_constant(name: str) -> float:
+    raise MalformedMessage(f"{name} is not a number", kind="not finite")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise MalformedMessage(f"{text:.40} is not finite", kind="not finite")
+    return number
+
+
+def _depth_over(raw: Any, limit: int) -> bool:
+    """Return whether arrays and objects in `raw` nest deeper than `limit`."""
+    level: list[Any] = [raw]  # the nodes `limit` containers deep, at the end
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            if isinstance(node, list | dict)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return any(isinstance(node, list | dict) for node in level)
 
 
 # ------------------------------------------------------------------ worker snapshot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
@@ -18,6 +19,7 @@ from caches.bus.commands import (
     RedisCommands,
 )
 from caches.bus.publisher import RedisPublisher
+from caches.bus.rejections import Rejections, clipped, shown
 from caches.bus.stats import BusStats
 from caches.bus.subscriber import RedisSubscriber
 from caches.core.loop import call_on_loop
@@ -64,14 +66,16 @@ def set_event_describer(describe: Callable[[Iterable[EventTuple]], list[str]]) -
 
 
 def log_applied(events: list[EventTuple], origin: str) -> None:
-    """Log one line for a batch of invalidations from another process."""
+    """Log one bounded line for a batch of invalidations from another process."""
     if not logger.isEnabledFor(logging.INFO):
         return
-    words = _describe(events)
-    shown = "; ".join(words[:5]) + (
-        f"; and {len(words) - 5} more" if len(words) > 5 else ""
-    )
-    logger.info("invalidated from %s: %s", origin, shown)
+    try:
+        words = [clipped(word, 200) for word in _describe(events[:5])]
+    except Exception:  # noqa: BLE001 (words for a log line: never fail a batch)
+        words = [shown(event) for event in events[:5]]
+    more = len(events) - 5
+    listed = "; ".join(words) + (f"; and {more} more" if more > 0 else "")
+    logger.info("invalidated from %s: %s", clipped(origin, 200), listed)
 
 
 class OutboxOptions(NamedTuple):
@@ -81,7 +85,9 @@ class OutboxOptions(NamedTuple):
     retention: float
 
 
-def apply_to_registry(events: list[EventTuple]) -> int:
+def apply_to_registry(
+    events: list[EventTuple], *, refused: Rejections | None = None
+) -> int:
     """Apply events to this process's registry; return how many named nothing known.
 
     Every process builds every declared layer, so an event naming a cache or
@@ -89,9 +95,12 @@ def apply_to_registry(events: list[EventTuple]) -> int:
     release: it is logged at ERROR and counted (`unknown_events`), never
     silently skipped, and never breaks the subscriber. The one exception is a
     cache only other processes hold (`registry.held_elsewhere`: the catalogs).
+    An event whose arguments its operation refuses is logged the same way.
+    `refused` logs the first of each kind only (default: a log of its own).
     """
     from caches.registry import registry
 
+    refused = refused or Rejections(logger.error)
     unknown = 0
     for name, op, args in events:
         if name not in registry and name in registry.held_elsewhere:
@@ -100,9 +109,10 @@ def apply_to_registry(events: list[EventTuple]) -> int:
             registry.apply(name, op, *args)
         except (UnknownCacheError, UnknownOperationError) as exc:
             unknown += 1
-            logger.error("bus: dropped event %s.%s%r: %s", name, op, tuple(args), exc)
-        except Exception:
-            logger.exception("bus: could not apply %s.%s%r", name, op, tuple(args))
+            refused.note("dropped event", f"{name}.{op}", f"{shown(args)}: {exc}")
+        except Exception as exc:  # noqa: BLE001 (one bad event, not the rest)
+            kind = f"{name}.{op}: {type(exc).__name__}"
+            refused.note("could not apply", kind, f"{shown(args)}: {exc}")
     return unknown
 
 
@@ -132,7 +142,11 @@ class Bus:
             f"{worker_id or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         )
         self.stats = BusStats()
-        self._apply: ApplyFn = apply or apply_to_registry
+        self._refused = Rejections(logger.error)
+        self._rejected = Rejections(logger.warning, count=self.stats.incr)
+        self._apply: ApplyFn = apply or functools.partial(
+            apply_to_registry, refused=self._refused
+        )
         self._flush: FlushFn = flush or flush_registry
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner = HandlerRunner(origin=self.origin, worker_id=worker_id)
@@ -345,8 +359,9 @@ class Bus:
         except MalformedMessage as exc:
             # Dropped, not applied: if it was an invalidation, the sequence gap
             # it leaves sends this process to the outbox.
-            self.stats.incr("rejected")
-            logger.warning("bus: dropped a malformed message: %s", exc)
+            self._rejected.note(
+                "dropped a malformed message", exc.kind, str(exc), counter="rejected"
+            )
             return
         if message.origin == self.origin:
             self.stats.incr("own_skipped")

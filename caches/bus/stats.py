@@ -111,10 +111,13 @@ class BusStats:
             self._cond.notify_all()
 
     def applied(self, lag: float | None) -> None:
-        """Count one applied bus message and its lag in seconds (None: not measured)."""
+        """Count one applied bus message and its lag in seconds (None: not measured).
+
+        A lag that is not finite is not a measurement: no metric may turn NaN.
+        """
         with self._cond:
             self._counts["applied"] += 1
-            if lag is not None:
+            if lag is not None and math.isfinite(lag):
                 self._lag.add(lag)
                 self._lag_buckets.observe(lag)
             self._cond.notify_all()

@@ -156,11 +156,13 @@ class OutboxFollower:
         self._count("outbox_caught_up", len(taken.apply))
         self._count("outbox_skipped", taken.skipped)
         if taken.apply:
-            origins = sorted({row.origin for row in taken.apply})
+            origins = sorted({row.origin[:200] for row in taken.apply})
+            more = f" and {len(origins) - 5} more" if len(origins) > 5 else ""
             logger.info(
-                "outbox: applied %d write(s) the bus had not delivered, from %s",
+                "outbox: applied %d write(s) the bus had not delivered, from %s%s",
                 len(taken.apply),
-                ", ".join(origins),
+                ", ".join(origins[:5]),
+                more,
             )
         return len(taken.apply)
 
