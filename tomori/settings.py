@@ -188,11 +188,11 @@ LOGGING: dict[str, Any] = {
     },
 }
 if (_metrics_file := TOMORI_KNOBS.METRICS_LOG_FILE) is not None:
-    # JSON metric lines to their own file: the console stays readable.
-    _metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    # JSON metric lines to their own file: the console stays readable. The
+    # file (and its folders) appear with the first metric line, not here.
     LOGGING["formatters"]["bare"] = {"format": "%(message)s"}
     LOGGING["handlers"]["metrics_file"] = {
-        "class": "logging.handlers.WatchedFileHandler",
+        "class": "metrics.log_file.MetricsFileHandler",
         "filename": str(_metrics_file),
         "formatter": "bare",
     }

@@ -50,3 +50,21 @@ def test_a_second_seed_demo_says_the_data_is_already_there() -> None:
     call_command("seed_demo", "--no-user", stdout=second)
     assert "added:" in first.getvalue()
     assert "is already there: nothing to add" in second.getvalue()
+
+
+def test_loading_settings_creates_no_metrics_log_file(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+        "METRICS_LOG_FILE": "some/new/path/metrics.jsonl",  # relative: in cwd
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "check"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder, no file
