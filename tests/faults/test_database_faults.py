@@ -13,6 +13,7 @@ from django.db import connection
 from caches.core import FakeClock
 from caches.database import (
     IDLE_CHECK_SECONDS,
+    DatabaseCalls,
     DatabaseUnavailable,
     database_calls,
     run_db,
@@ -77,15 +78,18 @@ async def test_a_hung_call_times_out_and_the_breaker_then_fails_fast(
     assert calls.breaker.state == "closed" and calls.stuck_calls(older_than=0) == 0
 
 
-async def test_a_hung_write_refuses_writes_only(settings) -> None:  # type: ignore[no-untyped-def]
+async def test_a_hung_write_refuses_writes_only(
+    settings, fake_clock: FakeClock
+) -> None:  # type: ignore[no-untyped-def]
     """Reads no longer queue behind the write-behind: its hang must not refuse them."""
     settings.DB_CALL_TIMEOUT_SECONDS = 0.2
     calls = database_calls()
+    calls.set_clock(fake_clock)  # the breaker stays open until the test says
     hung = threading.Event()
     try:
         with pytest.raises(DatabaseUnavailable):
             await run_db_writes(hung.wait, 30)  # the writes' thread hangs
-        assert calls.writes_breaker.state == "open"
+        await _until_writes_refused(calls)
         assert calls.breaker.state == "closed"
         assert await run_db(int, "7") == 7  # a read answers meanwhile
         with pytest.raises(DatabaseUnavailable, match="refused"):
@@ -93,6 +97,21 @@ async def test_a_hung_write_refuses_writes_only(settings) -> None:  # type: igno
         assert calls.stuck_calls(older_than=0.1) == 1  # the worker's exit sees it
     finally:
         hung.set()
+
+
+async def _until_writes_refused(calls: DatabaseCalls, timeout: float = 10.0) -> None:
+    """Time writes out until the writes' breaker opens (bounded by `timeout`).
+
+    A write that times out opens it once the hung call has run past the
+    deadline in its thread. The first one usually has; on a loaded machine
+    its thread may have picked it up late, and then the next write, queued
+    behind it, times out and opens it: wait on the state, not on timing.
+    """
+    deadline = time.monotonic() + timeout
+    while calls.writes_breaker.state != "open":
+        assert time.monotonic() < deadline, "the writes' breaker never opened"
+        with pytest.raises(DatabaseUnavailable):
+            await run_db_writes(int, "7")
 
 
 @db
