@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging.handlers
 from pathlib import Path
-from typing import IO, Any
+from io import TextIOWrapper
+from typing import Any
 
 
 class MetricsFileHandler(logging.handlers.WatchedFileHandler):
@@ -19,6 +20,6 @@ class MetricsFileHandler(logging.handlers.WatchedFileHandler):
         kwargs["delay"] = True
         super().__init__(filename, **kwargs)
 
-    def _open(self) -> IO[Any]:
+    def _open(self) -> TextIOWrapper:
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
         return super()._open()
