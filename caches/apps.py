@@ -22,7 +22,7 @@ class CachesConfig(AppConfig):
         Every process builds the registry here (web and Celery read the
         layers' key shapes and policies from it; the worker serves from it).
         """
-        from caches.bus.core import set_event_describer
+        from caches.bus.applier import set_event_describer
         from caches.catalogs.endpoints import CATALOG_NAMES
         from caches.catalogs.service import registry_name
         from caches.invalidation import connect_signals, tracking

@@ -19,6 +19,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, worker_init
 
+from caches.process_identity import set_kind
 from tomori.startup import exit_on_settings_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
@@ -38,6 +39,17 @@ def _setup_django_once() -> None:
         import django
 
         django.setup()
+
+
+@worker_init.connect
+def _name_the_worker(**_: Any) -> None:
+    # The origin of what this process (and its prefork children) writes.
+    set_kind("celery-worker")
+
+
+@beat_init.connect
+def _name_beat(**_: Any) -> None:
+    set_kind("celery-beat")
 
 
 @worker_init.connect

@@ -4,6 +4,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from caches.process_identity import set_kind
 from tomori.startup import exit_on_settings_error
 
 # 4 is gunicorn's "App failed to load": its arbiter stops instead of
@@ -11,6 +12,7 @@ from tomori.startup import exit_on_settings_error
 GUNICORN_APP_LOAD_ERROR = 4
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings")
+set_kind("admin-web")  # the origin of what this process writes
 exit_on_settings_error(code=GUNICORN_APP_LOAD_ERROR)
 application = get_wsgi_application()
 

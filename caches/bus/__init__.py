@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from caches import process_identity
 from caches.bus.commands import CommandHandler
 from caches.bus.core import (
     ApplyFn,
@@ -58,7 +59,10 @@ def get_bus() -> Bus:
         # A forked child (Celery prefork, gunicorn) needs its own origin and
         # sequence: sharing the parent's would look like duplicates.
         if _bus is None or _bus_pid != os.getpid():
-            _bus, _bus_pid = _from_settings(), os.getpid()
+            # The process's bus speaks under the process's own origin, as its
+            # outbox rows do (caches.process_identity).
+            origin = process_identity.current().origin
+            _bus, _bus_pid = _from_settings(origin=origin), os.getpid()
         return _bus
 
 

@@ -60,14 +60,14 @@ class Rejections:
                 return
             if len(self._kinds) >= MAX_KINDS:
                 self._full = True
-                kind, detail = "any other", f"more than {MAX_KINDS} kinds seen"
+                kind, detail = "any kind", f"and more than {MAX_KINDS} kinds like it"
             else:
                 self._kinds.add(kind)
         self._log(
-            "bus: %s (%s): %s; further ones of this kind are only counted",
+            "bus: %s %s; further ones like it (%s) are only counted",
             what,
-            kind,
             clipped(detail),
+            kind,
         )
 
     @property

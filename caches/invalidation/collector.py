@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from caches import process_identity
 from caches.invalidation.lookup import DbLookup
 from caches.rules import Event, unique
 
@@ -85,9 +86,9 @@ class _Pending:
 
 
 def _store_in_outbox(events: list[Event], using: str) -> tuple[int, Any]:
-    from caches import bus, outbox
+    from caches import outbox
 
-    return outbox.append(events, origin=bus.get_bus().origin, using=using)
+    return outbox.append(events, origin=process_identity.current().origin, using=using)
 
 
 def pending_for(

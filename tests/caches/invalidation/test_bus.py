@@ -170,7 +170,7 @@ def test_other_process_messages_are_applied_with_lag(worker, other, recorder):
 def test_each_applied_batch_is_one_log_line_naming_its_origin(
     worker, other, recorder, caplog
 ):
-    caplog.set_level("INFO", logger="caches.bus.core")
+    caplog.set_level("INFO", logger="caches.bus.applier")
     other.broadcast([("user", "key", (7,)), ("tomori_state", "key", (8,))])
     assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
     lines = [

@@ -54,14 +54,29 @@ def lines() -> Iterator[Lines]:
     root.setLevel(level)
 
 
-def _receiver() -> bus.Bus:
-    """A bus that applies what it receives to this process's real registry."""
-    receiver = bus.Bus(channel="tomori:test:hostile")
-    receiver.start_subscriber()
-    return receiver
+class Receiver(bus.Bus):
+    """A bus that applies what its Redis transport receives to the real registry.
+
+    Nothing is subscribed: the test hands the transport each message as its
+    subscriber thread would (and nothing is published: Redis is a closed port).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(redis_url="redis://127.0.0.1:1/0", channel="tomori:test:x")
+
+    def receive(self, data: Any) -> None:
+        assert self._redis is not None
+        self._redis._on_message(data)  # what the subscriber thread calls
+
+    def close(self, *, drain_timeout: float = 0.0) -> None:
+        super().close(drain_timeout=drain_timeout)
 
 
-def _assert_metrics_finite(receiver: bus.Bus) -> None:
+def _receiver() -> Receiver:
+    return Receiver()
+
+
+def _assert_metrics_finite(receiver: Receiver) -> None:
     buckets, total = receiver.stats.lag_histogram()
     assert math.isfinite(total)
     lag = receiver.snapshot()["lag"]
@@ -146,7 +161,7 @@ def test_the_receiver_survives_garbage_with_finite_metrics_and_short_lines(
     receiver = _receiver()
     try:
         for item in data:
-            receiver._on_message(item)  # what the subscriber thread calls
+            receiver.receive(item)
         _assert_metrics_finite(receiver)
     finally:
         receiver.close()
@@ -175,7 +190,7 @@ def test_the_applier_survives_any_well_formed_batch(
         ],
     }
     try:
-        receiver._on_message(json.dumps(batch))
+        receiver.receive(json.dumps(batch))
         _assert_metrics_finite(receiver)
     finally:
         receiver.close()
@@ -233,7 +248,7 @@ def test_each_found_message_is_refused_counted_and_logged_once_in_a_short_line(
     receiver = _receiver()
     try:
         for _ in range(3):
-            receiver._on_message(data)
+            receiver.receive(data)
         assert receiver.snapshot()["rejected"] == 3
         _assert_metrics_finite(receiver)
     finally:
@@ -266,7 +281,7 @@ def test_a_long_key_from_a_good_sender_is_logged_in_a_short_line(lines: Lines) -
         events=(("user", "key", (long_key,)),) * 50,
     )
     try:
-        receiver._on_message(encode(message))
+        receiver.receive(encode(message))
         assert receiver.snapshot()["applied"] == 1
     finally:
         receiver.close()

@@ -14,7 +14,7 @@ def test_unknown_caches_and_operations_are_logged_and_counted(
     local_bus: bus.Bus, caplog: pytest.LogCaptureFixture
 ) -> None:
     registry.get("user").set(5, None)  # type: ignore[attr-defined]
-    with caplog.at_level(logging.ERROR, logger="caches.bus.core"):
+    with caplog.at_level(logging.ERROR, logger="caches.bus.applier"):
         local_bus.broadcast(
             [
                 ("no_such_cache", "key", (1,)),

@@ -9,6 +9,7 @@ from django.core import checks
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
+from caches import process_identity
 from tomori.bot.lock import ShardLockError
 from tomori.bot.worker import BotWorker, WorkerOptions, exit_if_blocked_in_database
 from tomori.knobs import knobs
@@ -100,6 +101,8 @@ class Command(BaseCommand):
         worker_options_note = "simulated Discord" if options.simulate else "Discord"
         self.stdout.write(f"runbot: connecting to {worker_options_note}")
         worker = BotWorker(options)
+        # Before the bus is built: its origin (and its outbox rows') names this worker.
+        process_identity.set_kind("worker", name=worker.worker_id)
         admin: list[Any] = []  # started once the shard lock is ours
         try:
             code = asyncio.run(
