@@ -72,7 +72,12 @@ def _check(ok: bool, value: Any, expected: str) -> None:
         raise MalformedMessage(f"expected {expected}, got {value!r:.80}")
 
 
+# The readers test the common case first and plainly: they run per message.
+
+
 def _str(value: Any, limit: int = MAX_TEXT) -> str:
+    if type(value) is str and len(value) <= limit:
+        return value
     _check(isinstance(value, str), value, "a string")
     _check(len(value) <= limit, value, f"at most {limit} characters")
     return str(value)
@@ -83,6 +88,8 @@ def _name(value: Any) -> str:
 
 
 def _int(value: Any) -> int:
+    if type(value) is int and -MAX_INT <= value <= MAX_INT:
+        return value
     _check(isinstance(value, int) and not isinstance(value, bool), value, "an int")
     _check(-MAX_INT <= value <= MAX_INT, value, "a 64-bit int")
     return int(value)
@@ -118,7 +125,9 @@ def _bool(value: Any) -> bool:
 
 
 def _object(value: Any) -> dict[str, Any]:
+    # Free-form content (a reply's details, a snapshot's figures): bounded depth.
     _check(isinstance(value, dict), value, "an object")
+    _check(not _depth_over(value, MAX_DEPTH), "...", f"nesting under {MAX_DEPTH}")
     return dict(value)
 
 
@@ -188,7 +197,9 @@ def _decode_fields(
             raise TypeError(f"{what}.{name}: no reader for {annotation}")
         if name not in data:
             if required:
-                raise MalformedMessage(f"{what}: {name} is missing")
+                raise MalformedMessage(
+                    f"{what}: {name} is missing", kind=f"{what}.{name}"
+                )
             continue
         try:
             values[name] = read(data[name])
@@ -242,17 +253,29 @@ def events_from_json(raw: Any) -> tuple[EventTuple, ...]:
     _check(len(raw) <= MAX_EVENTS, len(raw), f"at most {MAX_EVENTS} events")
     events = []
     for item in raw:
-        _check(
-            isinstance(item, list) and len(item) == 3 and isinstance(item[2], list),
-            item,
-            "an event [cache, op, [args...]]",
+        if not (type(item) is list and len(item) == 3 and type(item[2]) is list):
+            raise MalformedMessage(
+                f"expected an event [cache, op, [args...]], got {item!r:.80}"
+            )
+        events.append(
+            (_str(item[0], MAX_NAME), _str(item[1], MAX_NAME), _arguments(item[2]))
         )
-        events.append((_name(item[0]), _name(item[1]), _tuples(item[2], 0)))
     return tuple(events)
+
+
+def _arguments(args: list[Any]) -> tuple[Any, ...]:
+    # Flat ids, the usual case, without a call per argument.
+    if len(args) <= MAX_ARG and all(
+        type(a) is int and -MAX_INT <= a <= MAX_INT for a in args
+    ):
+        return tuple(args)
+    return _tuples(args, 0)  # type: ignore[no-any-return]
 
 
 def _tuples(value: Any, depth: int) -> Any:
     # Cache keys such as (server_id, channel_disc_id) travel as arrays.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _int(value)  # the usual key: an id
     if isinstance(value, list):
         _check(depth < MAX_ARG_DEPTH, value, f"arguments nested under {MAX_ARG_DEPTH}")
         _check(len(value) <= MAX_ARG, len(value), f"at most {MAX_ARG} arguments")
@@ -261,8 +284,6 @@ def _tuples(value: Any, depth: int) -> Any:
         return _str(value, MAX_ARG)
     if isinstance(value, float):
         return _float(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _int(value)
     _check(value is None or isinstance(value, bool), value, "a scalar or an array")
     return value
 
@@ -440,8 +461,7 @@ class InvalidationBatch(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> InvalidationBatch:
         """Return the batch in `data`, or raise MalformedMessage."""
-        readers = {**Envelope.READERS, "events": events_from_json}
-        return cls(**_decode_fields(cls, data, readers=readers))
+        return cls(**_decode_fields(cls, data, readers=_BATCH_READERS))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -457,9 +477,7 @@ class CommandMessage(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> CommandMessage:
         """Return the command message in `data`, or raise MalformedMessage."""
-        readers = {**Envelope.READERS, "command": Command.from_json}
-        readers["timeout"] = _float
-        values = _decode_fields(cls, data, readers=readers)
+        values = _decode_fields(cls, data, readers=_COMMAND_READERS)
         if not values["reply_to"].startswith(REPLY_PREFIX):
             raise MalformedMessage(f"reply_to {values['reply_to']!r:.60} is not ours")
         return cls(**values)
@@ -483,14 +501,17 @@ class ReplyMessage(Envelope):
     @classmethod
     def from_json(cls, data: Any) -> ReplyMessage:
         """Return the reply message in `data`, or raise MalformedMessage."""
-        readers = {**Envelope.READERS, "reply": _reply_or_none}
-        return cls(**_decode_fields(cls, data, readers=readers))
+        return cls(**_decode_fields(cls, data, readers=_REPLY_READERS))
 
 
 def _reply_or_none(value: Any) -> WorkerReply | None:
     # A process without a handler sends {}.
     return WorkerReply.from_json(value) if value else None
 
+
+_BATCH_READERS = {**Envelope.READERS, "events": events_from_json}
+_COMMAND_READERS = {**Envelope.READERS, "command": Command.from_json}
+_REPLY_READERS = {**Envelope.READERS, "reply": _reply_or_none}
 
 BusMessage = InvalidationBatch | CommandMessage | ReplyMessage
 _KINDS: dict[str, Callable[[Any], BusMessage]] = {
@@ -530,19 +551,21 @@ def _parse(data: Any) -> Any:
     if len(data) > MAX_MESSAGE_CHARS:
         raise MalformedMessage(f"{len(data)} characters long", kind="too large")
     try:
-        raw = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        raw = _DECODER.decode(text)
     except RecursionError:
         raise MalformedMessage("nested too deeply to parse", kind="too deep") from None
     except MalformedMessage:
         raise
     except (TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise MalformedMessage(f"not JSON: {exc!s:.200}", kind="not JSON") from None
-    if _depth_over(raw, MAX_DEPTH):
-        raise MalformedMessage(f"nested deeper than {MAX_DEPTH}", kind="too deep")
+    # Nesting is bounded by the readers: event arguments' own bound, and
+    # MAX_DEPTH for free-form objects (`_object`).
     return raw
 
 
 def _no_constant(name: str) -> float:
+    # NaN, Infinity, -Infinity: Python's JSON reads them, no metric may.
     raise MalformedMessage(f"{name} is not a number", kind="not finite")
 
 
@@ -551,6 +574,10 @@ def _finite(text: str) -> float:
     if not math.isfinite(number):
         raise MalformedMessage(f"{text:.40} is not finite", kind="not finite")
     return number
+
+
+#: One decoder for every message (`json.loads` with hooks builds one a call).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def _depth_over(raw: Any, limit: int) -> bool:
