@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging.handlers
-from pathlib import Path
 from io import TextIOWrapper
+from pathlib import Path
 from typing import Any
 
 
