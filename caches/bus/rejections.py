@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import reprlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 #: The longest detail a rejection line quotes (the whole line stays under 2 KB).
@@ -69,8 +69,3 @@ class Rejections:
             clipped(detail),
             kind,
         )
-
-    @property
-    def kinds(self) -> Iterable[str]:
-        """Return the kinds logged so far."""
-        return tuple(self._kinds)
