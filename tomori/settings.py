@@ -99,10 +99,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # is locked" while the bot writes; IMMEDIATE takes the write lock up front
     # and waits up to `timeout` for it instead.
     DATABASES["default"]["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
-    # SQLite creates its file but not the directory: `migrate` on a fresh clone.
-    _sqlite_dir = Path(DATABASES["default"]["NAME"]).resolve().parent
-    if _sqlite_dir.is_relative_to(VAR_DIR):
-        _sqlite_dir.mkdir(parents=True, exist_ok=True)
+    # SQLite creates its file but not the directory (`migrate` on a fresh
+    # clone): this backend makes var/ when it first connects, not here.
+    DATABASES["default"]["ENGINE"] = "tomori.sqlite_backend"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -158,7 +157,7 @@ if _redis_error := redis_url_error(REDIS_URL):
 def _bound_database_waits(db: dict, knobs: Knobs) -> None:  # type: ignore[type-arg]
     """Give every connection a connect, statement or busy timeout (unless set in the URL)."""
     options = db.setdefault("OPTIONS", {})
-    if db["ENGINE"] == "django.db.backends.sqlite3":
+    if db["ENGINE"] in ("django.db.backends.sqlite3", "tomori.sqlite_backend"):
         options.setdefault("timeout", knobs.SQLITE_BUSY_TIMEOUT_SECONDS)
     elif db["ENGINE"] == "django.db.backends.postgresql":
         options.setdefault("connect_timeout", knobs.DB_CONNECT_TIMEOUT_SECONDS)

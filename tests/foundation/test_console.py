@@ -7,6 +7,7 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -68,3 +69,37 @@ def test_loading_settings_creates_no_metrics_log_file(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == []  # no folder, no file
+
+
+def test_sqlite_makes_its_var_folder_when_it_first_connects(
+    tmp_path: Path, settings: Any
+) -> None:
+    from tomori.sqlite_backend.base import DatabaseWrapper
+
+    settings.VAR_DIR = tmp_path / "var"
+    name = tmp_path / "var" / "tomori.sqlite3"
+    wrapper = DatabaseWrapper(
+        {
+            "NAME": str(name),
+            "OPTIONS": {},
+            "TIME_ZONE": None,
+            "CONN_MAX_AGE": 0,
+            "CONN_HEALTH_CHECKS": False,
+            "AUTOCOMMIT": True,
+            "ATOMIC_REQUESTS": False,
+            "USER": "",
+            "PASSWORD": "",
+            "HOST": "",
+            "PORT": "",
+            "TEST": {},
+        },
+        alias="scratch",
+    )
+    assert not settings.VAR_DIR.exists()  # nothing made before a connection
+    wrapper.get_new_connection(wrapper.get_connection_params()).close()
+    assert name.is_file()
+    elsewhere = tmp_path / "typo" / "x.sqlite3"
+    wrapper.settings_dict["NAME"] = str(elsewhere)
+    with pytest.raises(Exception, match="unable to open"):
+        wrapper.get_new_connection(wrapper.get_connection_params())
+    assert not elsewhere.parent.exists()  # only var/ is made, never a typo's folder

@@ -1,0 +1,1 @@
+"""SQLite for the embedded mode: the database's folder is made when a connection opens it."""
