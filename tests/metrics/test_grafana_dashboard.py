@@ -250,7 +250,9 @@ def test_a_real_prometheus_answers_every_dashboard_and_alert_expression(
         ), prometheus.output()
         for server in Server.objects.all()[:3]:  # invalidations: the lag histogram
             server.save()
-        call_command("emergency_clear", stdout=io.StringIO())  # the emergency panel
+        call_command(
+            "emergency_clear", "--yes", stdout=io.StringIO()
+        )  # the emergency panel
         assert wait_until(
             lambda: _traffic_reached_every_panel(prometheus), timeout=90, interval=1
         ), _missing(prometheus)
