@@ -174,7 +174,7 @@ def compare(base: Path, rounds: int, calls: int) -> None:
             stdout=subprocess.PIPE,
             text=True,
             # One string-hash layout for both sides' dicts (module globals).
-            env={**os.environ, "PYTHONHASHSEED": "0"},
+            env={**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")},
         )
         for name, path in sides.items()
     }
