@@ -8,25 +8,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from caches.core.buckets import BucketCounts
+from caches.core.buckets import LATENCY_BUCKETS, BucketCounts
 
 #: Invalidation lag bounds in seconds: ~1 ms over Redis, up to the outbox bound.
-LAG_BUCKETS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.0,
-    5.0,
-    10.0,
-)
+LAG_BUCKETS = (*LATENCY_BUCKETS, 2.0, 5.0, 10.0)
 
 COUNTERS = (
     "received",

@@ -5,6 +5,22 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
+#: Latency bounds in seconds, 1-2.5-5 per decade from 0.5 ms to 1 s: the
+#: shared middle of the bus's invalidation lag and the turn latency buckets.
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
 
 class BucketCounts:
     """Observations counted per bucket (upper bounds inclusive) plus their sum.

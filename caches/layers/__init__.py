@@ -14,6 +14,7 @@ import pkgutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from caches.layers._maps import LayerMaps
 from caches.layers.declaration import Layer
 from caches.registry import CacheRegistry, UnknownCacheError, registry
 
@@ -132,6 +133,20 @@ def rebuild_layers_reading(setting: str) -> list[str]:
     for layer in rebuilt:
         build_layer(layer)
     return [layer.name for layer in rebuilt]
+
+
+def layer_of(read: Callable[..., Any]) -> Layer:
+    """Return the declaration of the layer a read function belongs to.
+
+    A bound method of a layer object (`caches.layers._maps`) belongs to that
+    object's layer, any other function to the layer module defining it; one
+    that belongs to no layer raises UnknownCacheError.
+    """
+    owner = getattr(read, "__self__", None)
+    if isinstance(owner, LayerMaps):
+        return declared(owner.name)
+    module = read.__module__.removeprefix(f"{__name__}.")
+    return declared(module.split(".")[0])
 
 
 def layer_names(layers: Iterable[Layer]) -> tuple[str, ...]:

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int_pair, run_db
 from caches.layers.declaration import (
     GuildScope,
     KeyShape,
     Layer,
-    LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 
@@ -60,8 +59,10 @@ class OverrideWords:
     population: PopulationSpec
 
 
-class OverrideLayer(Generic[V]):
+class OverrideLayer(OneMap[tuple[int, int], V | None]):
     """One per-channel override layer (None: the channel has none): map, reads, drops, declaration."""
+
+    __slots__ = ("_load_row", "layer")
 
     def __init__(
         self,
@@ -73,11 +74,10 @@ class OverrideLayer(Generic[V]):
         feeds: tuple[Feed, ...],
     ) -> None:
         """`load(server_id, channel_disc_id)` reads one channel's own override."""
-        self.name = name
-        self.cap_setting = cap_setting
+        super().__init__(
+            name, cap=cap_setting, ttl=TTL_SETTING, scopes={"server": _server_scope}
+        )
         self._load_row = load
-        # Set by _build when the registry is built.
-        self.cache: BoundedTTLCache[tuple[int, int], V | None] = unbuilt(name)
 
         def channel_phrase(server_id: int, channel_disc_id: int | None = None) -> str:
             if channel_disc_id is None:
@@ -91,7 +91,7 @@ class OverrideLayer(Generic[V]):
             policy=EmergencyPolicy.CLEAR,
             key=override_key(words.key),
             feeds=feeds,
-            build=self._build,
+            build=self.build,
             settings=(cap_setting, TTL_SETTING),
             ops=(
                 Operation(
@@ -109,18 +109,6 @@ class OverrideLayer(Generic[V]):
             ),
             mistaken_for=words.population,
         )
-
-    def _build(
-        self, config: LayerSettings
-    ) -> BoundedTTLCache[tuple[int, int], V | None]:
-        """Build the override map from the layer's settings."""
-        self.cache = config.cache(
-            self.name,
-            cap=self.cap_setting,
-            ttl=config.minutes(TTL_SETTING),
-            scopes={"server": _server_scope},
-        )
-        return self.cache
 
     async def get(
         self, server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None

@@ -1,7 +1,7 @@
 """A message-id keyed TTL cache that tells "expired" from "never seen".
 
-Shared by the voice transcript and markdown table layers, which
-`build_message_keyed` builds alike (and `MESSAGE_KEY` keys alike). Values live in a
+Shared by the voice transcript and markdown table layers: each is a
+`MessageKeyedLayer` (keyed alike by `MESSAGE_KEY`). Values live in a
 `BoundedTTLCache`; beside it, a ring of the last `seen_cap` message ids ever
 stored (an int in a deque and a set: roughly 70-100 bytes each, values are
 not kept) answers whether a missing id was once there. So the "Show Markdown"
@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from caches.core import MISSING, BoundedTTLCache, Clock
+from caches.layers._feeds import NotFed
+from caches.layers._maps import LayerMaps
 from caches.layers._support import parse_int
-from caches.layers.declaration import KeyShape, LayerSettings
+from caches.layers.declaration import KeyShape, Layer, LayerSettings
+from caches.registry import EmergencyPolicy
 
 V = TypeVar("V")
 
@@ -140,16 +143,59 @@ def parse_snowflake(text: str) -> int:
 MESSAGE_KEY = KeyShape(help="a Discord message id", parse=parse_snowflake)
 
 
-def build_message_keyed(
-    name: str, config: LayerSettings, *, cap_setting: str, ttl_setting: str
-) -> MessageKeyedCache[Any]:
-    """Build a layer's cache from its cap and ttl (minutes) settings.
+class MessageKeyedLayer(LayerMaps, Generic[V]):
+    """A message-keyed layer: its cache, reads and drops, and its declaration (`layer`).
 
     Such layers are cleared in an emergency and not invalidatable: what a
-    sent message carried never changes, so a bus gap cannot make it stale.
+    sent message carried never changes, so a bus gap cannot make it stale;
+    no table feeds them (the turn writes them).
     """
-    return MessageKeyedCache(
-        name,
-        maxsize=config.cap(cap_setting),
-        ttl=config.minutes(ttl_setting),
-    )
+
+    __slots__ = ("cap_setting", "ttl_setting", "layer", "cache")
+    cache: MessageKeyedCache[V]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cap_setting: str,
+        ttl_setting: str,
+        description: str,
+    ) -> None:
+        super().__init__(name)
+        self.cap_setting, self.ttl_setting = cap_setting, ttl_setting
+        self.layer = Layer(
+            name=name,
+            description=description,
+            policy=EmergencyPolicy.CLEAR,
+            invalidatable=False,
+            key=MESSAGE_KEY,
+            not_fed=NotFed.TURN_WRITTEN,
+            build=self.build,
+            settings=(cap_setting, ttl_setting),
+        )
+
+    def make(self, config: LayerSettings) -> MessageKeyedCache[V]:
+        """Make the cache from the cap and ttl (minutes) settings."""
+        self.cache = MessageKeyedCache(
+            self.name,
+            maxsize=config.cap(self.cap_setting),
+            ttl=config.minutes(self.ttl_setting),
+        )
+        return self.cache
+
+    def built(self) -> MessageKeyedCache[V]:
+        """Return this process's cache (tests, metrics)."""
+        return self.cache
+
+    def put(self, message_id: int, value: V) -> None:
+        """Remember `value` for the message."""
+        self.cache.put(message_id, value)
+
+    def lookup(self, message_id: int) -> Lookup[V]:
+        """Return the message's value: found, expired or missing."""
+        return self.cache.lookup(message_id)
+
+    def invalidate(self, message_id: int) -> int:
+        """Forget one message's value (the message was deleted)."""
+        return self.cache.invalidate(message_id)

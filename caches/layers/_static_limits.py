@@ -1,7 +1,7 @@
 """A static token-limit map served through a cache, for the provider capability layers.
 
-`StaticLimitMap` is built the same way for every provider, and
-`static_limit_key` gives each the same key shape.
+`StaticLimitLayer` is a whole provider layer: its table, lookup cache and
+declaration (keyed by `static_limit_key`).
 The table is code, so the cache in front of it is refilled from the table on
 a miss: clearing it (an operator, or a test's `registry.clear_all()`) frees
 memory and loses nothing. Lookups normalise the model name (lowercase, no
@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from caches.core import MISSING, BoundedTTLCache
-from caches.layers.declaration import KeyShape
+from caches.layers._feeds import NotFed
+from caches.layers._maps import LayerMaps
+from caches.layers.declaration import KeyShape, Layer, LayerSettings
+from caches.registry import EmergencyPolicy
 
 #: Distinct names remembered (known and unknown) per map.
 MAX_NAMES = 512
@@ -31,8 +34,16 @@ class TokenLimits:
     output_tokens: int
 
 
-class StaticLimitMap:
-    """A read-only name -> TokenLimits table with a bounded lookup cache."""
+class StaticLimitLayer(LayerMaps):
+    """A provider's read-only name -> TokenLimits table behind a bounded lookup cache.
+
+    `layer` is its declaration: preserved in an emergency and not
+    invalidatable, since the table is code (no write can make an entry stale,
+    and a clear would only cost refills).
+    """
+
+    __slots__ = ("table", "prefixes", "layer", "cache")
+    cache: BoundedTTLCache[str, TokenLimits | None]
 
     def __init__(
         self,
@@ -40,12 +51,27 @@ class StaticLimitMap:
         table: Mapping[str, TokenLimits],
         *,
         prefixes: tuple[str, ...],
+        example: str,
+        description: str,
     ) -> None:
+        """`example`: a model name for the key's help."""
+        super().__init__(name)
         self.table = MappingProxyType(dict(table))
         self.prefixes = prefixes
-        self.cache: BoundedTTLCache[str, TokenLimits | None] = BoundedTTLCache(
-            name, maxsize=MAX_NAMES, ttl=None
+        self.layer = Layer(
+            name=name,
+            description=description,
+            policy=EmergencyPolicy.PRESERVE,
+            invalidatable=False,
+            key=static_limit_key(prefixes, example=example),
+            not_fed=NotFed.STATIC,
+            build=self.build,
         )
+
+    def make(self, config: LayerSettings) -> BoundedTTLCache[str, TokenLimits | None]:
+        """Make the lookup cache (it reads no setting: MAX_NAMES, no TTL)."""
+        self.cache = BoundedTTLCache(self.name, maxsize=MAX_NAMES, ttl=None)
+        return self.cache
 
     def normalise(self, model: str) -> str:
         """Return the lookup form of a model name."""
@@ -77,12 +103,7 @@ def normalise_model(model: str, prefixes: tuple[str, ...]) -> str:
 
 
 def static_limit_key(prefixes: tuple[str, ...], *, example: str) -> KeyShape:
-    """Return the key shape of a provider's map: a normalised model name.
-
-    Such layers are preserved in an emergency and not invalidatable: the
-    table is code, so no write can make an entry stale and a clear would
-    only cost refills.
-    """
+    """Return the key shape of a provider's map: a normalised model name."""
 
     def parse(text: str) -> str:
         name = normalise_model(text, prefixes)

@@ -20,10 +20,11 @@ and cache nothing.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from caches.core import MISSING, BoundedTTLCache, Loader, SteppedDrop, Within
 from caches.layers._feeds import Feed, server_disc_id_of
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -32,7 +33,6 @@ from caches.layers.declaration import (
     LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.repositories import channels as channels_repo
@@ -66,30 +66,32 @@ def _channel_scope(key: WhitelistKey) -> tuple[tuple[int, int], ...]:
 CAP_SETTING = "CHANNEL_WHITELIST_CACHE_MAX_ENTRIES"
 TTL_SETTING = "CHANNEL_WHITELIST_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[WhitelistKey, WhitelistDecision] = unbuilt(NAME)
-# A server's decisions are dropped in steps (see caches.core.stepped); its
-# `pending` servers are read through to the database until they are gone.
-_drops: SteppedDrop = unbuilt(NAME)
-_dropping: set[Hashable] = set()
+
+class WhitelistMaps(OneMap[WhitelistKey, WhitelistDecision]):
+    """The decision map, scoped by channel and server, and its stepped server drops."""
+
+    __slots__ = ("drops", "dropping")
+    # A server's decisions are dropped in steps (see caches.core.stepped); its
+    # `pending` servers are read through to the database until they are gone.
+    drops: SteppedDrop
+    dropping: set[Hashable]
+
+    def make(self, config: LayerSettings) -> BoundedTTLCache[Any, Any]:
+        """Make the decision map and the drops stepping through it."""
+        cache = super().make(config)
+        self.drops = SteppedDrop(cache, "server", via="channel")
+        self.dropping = self.drops.pending
+        return cache
 
 
-def _build(config: LayerSettings) -> BoundedTTLCache[WhitelistKey, WhitelistDecision]:
-    """Build the decision map (scoped by server and channel) from the settings."""
-    global _cache, _drops, _dropping
-    _cache = config.cache(
-        NAME,
-        cap=CAP_SETTING,
-        ttl=config.minutes(TTL_SETTING),
-        # A server groups its channels: a server drop pops them and their
-        # keys, and calls no scope function per key.
-        scopes={
-            "channel": _channel_scope,
-            "server": Within("channel", parent=_server_of),
-        },
-    )
-    _drops = SteppedDrop(_cache, "server", via="channel")
-    _dropping = _drops.pending
-    return _cache
+_layer = WhitelistMaps(
+    NAME,
+    cap=CAP_SETTING,
+    ttl=TTL_SETTING,
+    # A server groups its channels: a server drop pops them and their keys,
+    # and calls no scope function per key.
+    scopes={"channel": _channel_scope, "server": Within("channel", parent=_server_of)},
+)
 
 
 #: Distinct role sets kept for sharing (cleared whole when full: only memory).
@@ -137,34 +139,35 @@ async def get_cached_whitelist_status(
     `role_ids` None means the member's roles are unknown; the decision then
     has `role_allowed` None when the server restricts by role.
     """
-    if _dropping and server_disc_id in _dropping:
+    dropping, cache = _layer.dropping, _layer.cache  # each read once per hit
+    if dropping and server_disc_id in dropping:
         # The server's old decisions are still being dropped: read through.
         roles = None if role_ids is None else frozenset(role_ids)
         return await _load(server_disc_id, channel_disc_id, parent_disc_id, roles)
     # Keys are built inline: a function call is a fair share of a hit.
     parent = parent_disc_id or NO_PARENT
     any_key: WhitelistKey = (server_disc_id, channel_disc_id, parent, ANY_ROLES)
-    decision = _cache.peek(any_key)  # uncounted: one question counts once
+    decision = cache.peek(any_key)  # uncounted: one question counts once
     if decision is not MISSING:
-        _cache.hits += 1
+        cache.hits += 1
         return decision  # type: ignore[no-any-return]
     roles = None if role_ids is None else frozenset(role_ids)
     key = (server_disc_id, channel_disc_id, parent, roles)
-    decision = cached(_cache, key)
+    decision = cached(cache, key)
     if decision is not MISSING:
         return decision  # type: ignore[no-any-return]
     # Stored keys share one frozenset per distinct role set (members repeat).
     roles = intern_roles(roles)
     key = (server_disc_id, channel_disc_id, parent, roles)
-    decision = await _cache.get_or_load(
+    decision = await cache.get_or_load(
         key, _loader(server_disc_id, channel_disc_id, parent_disc_id, roles)
     )
-    if not decision.restricts_by_role and _cache.peek(key) is decision:
+    if not decision.restricts_by_role and cache.peek(key) is decision:
         # One answer for every role set: keep it once, under "*". Only this
         # load's stored answer moves: one a drop removed during the load stays
         # gone, and a stale load must not move a newer load's answer (which
         # may restrict by role) to where every role set reads it.
-        _cache.rekey(key, any_key)
+        cache.rekey(key, any_key)
     return decision
 
 
@@ -197,8 +200,8 @@ def invalidate_whitelist_cache(
 ) -> int:
     """Drop a server's entries, or one channel's and its threads'; return removals."""
     if channel_disc_id is None:
-        return _drops.drop(server_disc_id)  # in steps on a running loop
-    return _cache.invalidate_scope("channel", (server_disc_id, channel_disc_id))
+        return _layer.drops.drop(server_disc_id)  # in steps on a running loop
+    return _layer.cache.invalidate_scope("channel", (server_disc_id, channel_disc_id))
 
 
 def invalidate_server_whitelist(server_disc_id: int) -> int:
@@ -267,7 +270,7 @@ LAYER = Layer(
         ),
         Feed("tomori.WhitelistedRole", "server", (server_disc_id_of(),)),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     ops=(
         Operation(

@@ -11,10 +11,10 @@ Discord event handlers, the pipeline and the tests derive from these; nothing
 else restates them.
 
 Caches are built from settings when the registry is built (`caches.layers.
-build_registry`: at `AppConfig.ready()`, again per test), never at import. A
-layer's `build` sets the module-level references its read functions use, so
-the hit path stays a global lookup and a dict read; until it runs they are
-`unbuilt(...)` placeholders that say so when touched.
+build_registry`: at `AppConfig.ready()`, again per test), never at import:
+`build` is the method of the object that owns the layer's maps
+(`caches.layers._maps`), which makes them afresh and returns the one the
+registry holds.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from caches.core import BoundedTTLCache, ScopeSpec
 from caches.layers._feeds import Feed, NotFed
@@ -38,35 +38,8 @@ from caches.registry import (
 from tomori.knobs import Knob
 
 
-class LayerNotBuilt(RuntimeError):
-    """A layer's cache was used before the registry was built."""
-
-
 class UndeclaredSettingError(LookupError):
     """A layer's build read a setting its declaration does not list."""
-
-
-class _Unbuilt:
-    """Stands in for a layer's cache until the registry builds it."""
-
-    __slots__ = ("_layer",)
-
-    def __init__(self, layer: str) -> None:
-        self._layer = layer
-
-    def __getattr__(self, attr: str) -> NoReturn:
-        raise LayerNotBuilt(
-            f"cache layer {self._layer!r} is used before the registry is built "
-            "(caches.layers.build_registry(); AppConfig.ready() runs it)"
-        )
-
-    def __repr__(self) -> str:
-        return f"<unbuilt cache layer {self._layer!r}>"
-
-
-def unbuilt(layer: str) -> Any:
-    """Return the placeholder a layer module holds until its build runs."""
-    return _Unbuilt(layer)
 
 
 def _arity(fn: Callable[..., Any]) -> tuple[int, int]:
@@ -199,8 +172,8 @@ class Layer:
     description: str
     policy: EmergencyPolicy
     key: KeyShape
-    #: Build the layer's caches from its settings, set the module's references
-    #: to them, and return the one the registry holds.
+    #: Make the layer's maps from its settings (the `build` of the object
+    #: owning them, `caches.layers._maps`) and return the one the registry holds.
     build: Callable[[LayerSettings], ManagedCache]
     #: The cap and TTL settings `build` reads (a change rebuilds the layer).
     settings: tuple[str, ...] = ()

@@ -17,18 +17,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from caches.core import MISSING, BoundedTTLCache, SingleFlight
+from caches.core import MISSING, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed
-from caches.layers._support import cached, parse_int, run_db
-from caches.layers.declaration import (
-    GuildScope,
-    KeyShape,
-    Layer,
-    LayerSettings,
-    PopulationSpec,
-    unbuilt,
-)
+from caches.layers._maps import OneMap
+from caches.layers._server_value import SERVER_ID
+from caches.layers._support import cached, run_db
+from caches.layers.declaration import Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
 from tomori.repositories import expressions as expressions_repo
 from tomori.repositories import population
@@ -59,14 +54,7 @@ class GuildExpressions:
 CAP_SETTING = "EMOJI_STICKER_CACHE_MAX_ENTRIES"
 TTL_SETTING = "EMOJI_STICKER_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[int, StoredExpressions] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[int, StoredExpressions]:
-    """Build the layer's map from its settings."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    return _cache
+_layer: OneMap[int, StoredExpressions] = OneMap(NAME, cap=CAP_SETTING, ttl=TTL_SETTING)
 
 
 _syncs: SingleFlight[int, None] = SingleFlight("emoji-sync")
@@ -145,16 +133,16 @@ async def load_emoji_sticker_cache(
     nothing) for the sync check to run; `force_sync` syncs and reloads even
     on a hit.
     """
-    entry = cached(_cache, server_id)
+    entry = cached(_layer.cache, server_id)
     if entry is not MISSING:
         if not force_sync and not _lacks_enabled(entry, emoji_enabled, sticker_enabled):
             return _apply_flags(entry, emoji_enabled, sticker_enabled)
-        _cache.invalidate(server_id)
+        _layer.cache.invalidate(server_id)
     if guild is not None:
         if not isinstance(guild, GuildExpressions):
             guild = guild()
         await _sync_once(server_id, guild, force_sync)
-    entry = await _cache.get_or_load(
+    entry = await _layer.cache.get_or_load(
         server_id,
         lambda: run_db(
             expressions_repo.load_stored_expressions,
@@ -185,19 +173,15 @@ def _apply_flags(
 
 def invalidate_emoji_sticker_cache(server_id: int) -> int:
     """Drop the server's expressions; return entries removed."""
-    return _cache.invalidate(server_id)
+    return _layer.cache.invalidate(server_id)
 
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("key", "server_id"),
+    guild=SERVER_ID.guild,
     description="Stored emojis and stickers per server (after the lazy sync check).",
     policy=EmergencyPolicy.CLEAR,
-    key=KeyShape(
-        help="server_id (the internal server id, not the Discord id)",
-        parse=parse_int,
-        phrase=lambda s: f"emojis and stickers of server #{s}",
-    ),
+    key=SERVER_ID.key(lambda s: f"emojis and stickers of server #{s}"),
     feeds=(
         Feed(
             "tomori.Server",
@@ -208,7 +192,7 @@ LAYER = Layer(
         Feed("tomori.ServerExpression", "key", ("server_id",)),
         Feed("tomori.ServerExpressionSync", "key", ("server_id",)),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("servers", population.servers),
 )

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from caches.layers._feeds import NotFed
-from caches.layers._static_limits import StaticLimitMap, TokenLimits, static_limit_key
-from caches.layers.declaration import Layer, LayerSettings, unbuilt
-from caches.registry import EmergencyPolicy, ManagedCache
+from caches.layers._static_limits import StaticLimitLayer, TokenLimits
 
 NAME = "gemini_capability"
 
@@ -23,33 +20,15 @@ GEMINI_TOKEN_LIMITS: dict[str, TokenLimits] = {
     "gemini-1.5-flash-8b": TokenLimits(_M, 8_192),
 }
 
-PREFIXES = ("models/", "google/")
-
-_map: StaticLimitMap = unbuilt(NAME)  # set by _build
-
-
-def _build(_config: LayerSettings) -> ManagedCache:
-    """Build the lookup map in front of the table."""
-    global _map
-    _map = StaticLimitMap(
-        NAME,
-        GEMINI_TOKEN_LIMITS,
-        prefixes=PREFIXES,
-    )
-    return _map.cache
-
-
-def get_gemini_token_limits(model: str) -> TokenLimits | None:
-    """Return a Gemini model's token limits, or None when it is not known."""
-    return _map.lookup(model)
-
-
-LAYER = Layer(
-    name=NAME,
+_layer = StaticLimitLayer(
+    NAME,
+    GEMINI_TOKEN_LIMITS,
+    prefixes=("models/", "google/"),
+    example="gemini-2.5-flash",
     description="Static token limits of known Gemini models (refilled from code).",
-    policy=EmergencyPolicy.PRESERVE,
-    invalidatable=False,
-    key=static_limit_key(PREFIXES, example="gemini-2.5-flash"),
-    not_fed=NotFed.STATIC,
-    build=_build,
 )
+
+#: Return a Gemini model's token limits, or None when it is not known.
+get_gemini_token_limits = _layer.lookup
+
+LAYER = _layer.layer

@@ -13,18 +13,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from caches.core import MISSING, BoundedTTLCache
-from caches.db_outage import DB_ERRORS, database_failed, served_stale
+from caches.core import MISSING
 from caches.layers._feeds import Feed
-from caches.layers._support import StaleFallbackCache, cached, parse_int, run_db
-from caches.layers.declaration import (
-    GuildScope,
-    KeyShape,
-    Layer,
-    LayerSettings,
-    PopulationSpec,
-    unbuilt,
-)
+from caches.layers._server_value import SERVER_ID, StaleFallbackMaps
+from caches.layers._support import cached, run_db
+from caches.layers.declaration import Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
 from tomori.repositories import integrations as integrations_repo
 from tomori.repositories import population
@@ -53,17 +46,9 @@ class GuildMcpConfigs:
 CAP_SETTING = "GUILD_MCP_CONFIG_CACHE_MAX_ENTRIES"
 TTL_SETTING = "GUILD_MCP_CONFIG_CACHE_TTL_MINUTES"
 
-# Set by _build when the registry is built.
-_fresh: BoundedTTLCache[int, GuildMcpConfigs] = unbuilt(NAME)
-_cache: StaleFallbackCache = unbuilt(NAME)
-
-
-def _build(config: LayerSettings) -> StaleFallbackCache:
-    """Build the fresh and last-good maps from the layer's settings."""
-    global _fresh, _cache
-    _fresh = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    _cache = StaleFallbackCache(_fresh, retention=STALE_RETENTION_SECONDS)
-    return _cache
+_layer: StaleFallbackMaps[int, GuildMcpConfigs] = StaleFallbackMaps(
+    NAME, cap=CAP_SETTING, ttl=TTL_SETTING, retention=STALE_RETENTION_SECONDS
+)
 
 
 async def _load(server_id: int) -> GuildMcpConfigs:
@@ -73,37 +58,30 @@ async def _load(server_id: int) -> GuildMcpConfigs:
 
 async def get_cached_guild_mcp_configs(server_id: int) -> GuildMcpConfigs:
     """Return the guild's MCP configs; on a failed reload the last good ones, as stale."""
-    fresh = cached(_fresh, server_id)  # the hit path builds no closure
+    fresh = cached(_layer.fresh, server_id)  # the hit path builds no closure
     if fresh is not MISSING:
         return fresh  # type: ignore[no-any-return]
-    try:
-        return await _cache.get_or_load(server_id, lambda: _load(server_id))  # type: ignore[no-any-return]
-    except DB_ERRORS as exc:
-        database_failed(NAME, exc)
-        stale = _cache.fallback(server_id)
-        if stale is MISSING:
-            return GuildMcpConfigs(
-                server_id=server_id, configs=(), provenance="unavailable"
-            )
-        served_stale(NAME)
-        return dataclasses.replace(stale, provenance="stale")
+    configs, failed = await _layer.load_or_stale(server_id, lambda: _load(server_id))
+    if not failed:
+        return configs  # type: ignore[no-any-return]
+    if configs is MISSING:
+        return GuildMcpConfigs(
+            server_id=server_id, configs=(), provenance="unavailable"
+        )
+    return dataclasses.replace(configs, provenance="stale")
 
 
 def invalidate_guild_mcp_config_cache(server_id: int) -> int:
     """Drop the guild's fresh configs (the last good copy stays); return removals."""
-    return _cache.invalidate(server_id)
+    return _layer.cache.invalidate(server_id)
 
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("key", "server_id"),
+    guild=SERVER_ID.guild,
     description="MCP server configs per guild (fresh, or stale after a failed reload).",
     policy=EmergencyPolicy.CLEAR,
-    key=KeyShape(
-        help="server_id (the internal server id)",
-        parse=parse_int,
-        phrase=lambda s: f"MCP configuration of server #{s}",
-    ),
+    key=SERVER_ID.key(lambda s: f"MCP configuration of server #{s}"),
     # display_metadata and tool_names_updated_at are not served from the cache.
     feeds=(
         Feed(
@@ -113,7 +91,7 @@ LAYER = Layer(
             fields=("tool_names", "enabled", "url", "name"),
         ),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec(
         "servers with MCP servers", population.servers_with_mcp_servers

@@ -17,6 +17,7 @@ from typing import Any
 from caches.core import BoundedTTLCache, Clock, SingleFlight
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed
+from caches.layers._maps import LayerMaps
 from caches.layers._support import parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
@@ -24,7 +25,6 @@ from caches.layers.declaration import (
     LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.repositories import llms as llms_repo
@@ -154,46 +154,51 @@ class LlmCache:
         self.by_id.set_clock(clock)
 
 
-_cache: LlmCache = unbuilt(NAME)  # set by _build
+class LlmLayer(LayerMaps):
+    """The layer's one `LlmCache`, built from its cap setting (no ttl)."""
+
+    __slots__ = ("cache",)
+    cache: LlmCache
+
+    def make(self, config: LayerSettings) -> LlmCache:
+        """Make the map by id and its provider indexes."""
+        self.cache = LlmCache(config.cache(NAME, cap=CAP_SETTING, ttl=None))
+        return self.cache
 
 
-def _build(config: LayerSettings) -> LlmCache:
-    """Build the map by id (no ttl) from the layer's cap setting."""
-    global _cache
-    _cache = LlmCache(config.cache(NAME, cap=CAP_SETTING, ttl=None))
-    return _cache
+_layer = LlmLayer(NAME)
 
 
 async def initialize_llm_cache() -> bool:
     """Warm the map from the llms table; return whether it succeeded."""
-    return await _cache.warm()
+    return await _layer.cache.warm()
 
 
 async def ensure_llm_cache() -> bool:
     """Warm the map if it was never warmed, was cleared or rows changed; return readiness."""
-    if not _cache.ready or _cache.needs_rewarm:
-        await _cache.warm()
-    return _cache.ready
+    if not _layer.cache.ready or _layer.cache.needs_rewarm:
+        await _layer.cache.warm()
+    return _layer.cache.ready
 
 
 def is_llm_cache_ready() -> bool:
     """Tell whether a warm has succeeded (and the map was not cleared since)."""
-    return _cache.ready
+    return _layer.cache.ready
 
 
 def get_cached_llm(llm_id: int) -> LlmRecord | None:
     """Return the llm with this id, or None."""
-    return _cache.by_id.get(llm_id, None)
+    return _layer.cache.by_id.get(llm_id, None)
 
 
 def get_cached_llms_by_provider(provider: str) -> tuple[LlmRecord, ...]:
     """Return the active llms of a provider (case-insensitive), by codename."""
-    return _cache.by_provider.get(provider.lower(), ())
+    return _layer.cache.by_provider.get(provider.lower(), ())
 
 
 def get_cached_default_llm(provider: str) -> LlmRecord | None:
     """Return the provider's active default llm (case-insensitive), or None."""
-    return _cache.defaults.get(provider.lower())
+    return _layer.cache.defaults.get(provider.lower())
 
 
 async def get_llm(llm_id: int) -> LlmRecord | None:
@@ -204,7 +209,7 @@ async def get_llm(llm_id: int) -> LlmRecord | None:
 
 def mark_llm_cache_for_rewarm() -> int:
     """Keep serving the current map, but re-warm at the next async access."""
-    return _cache.mark_for_rewarm()
+    return _layer.cache.mark_for_rewarm()
 
 
 LAYER = Layer(
@@ -216,7 +221,7 @@ LAYER = Layer(
         Feed("tomori.Llm", "key", ("id",)),
         Feed("tomori.Llm", "reload"),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING,),
     ops=(
         Operation(

@@ -6,10 +6,7 @@ context depends on its subscription (see the novelai_subscription layer).
 
 from __future__ import annotations
 
-from caches.layers._feeds import NotFed
-from caches.layers._static_limits import StaticLimitMap, TokenLimits, static_limit_key
-from caches.layers.declaration import Layer, LayerSettings, unbuilt
-from caches.registry import EmergencyPolicy, ManagedCache
+from caches.layers._static_limits import StaticLimitLayer, TokenLimits
 
 NAME = "novelai_capability"
 
@@ -19,33 +16,15 @@ NOVELAI_TOKEN_LIMITS: dict[str, TokenLimits] = {
     "clio-v1": TokenLimits(8_192, 150),
 }
 
-PREFIXES = ("novelai/",)
-
-_map: StaticLimitMap = unbuilt(NAME)  # set by _build
-
-
-def _build(_config: LayerSettings) -> ManagedCache:
-    """Build the lookup map in front of the table."""
-    global _map
-    _map = StaticLimitMap(
-        NAME,
-        NOVELAI_TOKEN_LIMITS,
-        prefixes=PREFIXES,
-    )
-    return _map.cache
-
-
-def get_novelai_token_limits(model: str) -> TokenLimits | None:
-    """Return a NovelAI model's token limits, or None when it is not known."""
-    return _map.lookup(model)
-
-
-LAYER = Layer(
-    name=NAME,
+_layer = StaticLimitLayer(
+    NAME,
+    NOVELAI_TOKEN_LIMITS,
+    prefixes=("novelai/",),
+    example="kayra-v1",
     description="Static token limits of known NovelAI models (refilled from code).",
-    policy=EmergencyPolicy.PRESERVE,
-    invalidatable=False,
-    key=static_limit_key(PREFIXES, example="kayra-v1"),
-    not_fed=NotFed.STATIC,
-    build=_build,
 )
+
+#: Return a NovelAI model's token limits, or None when it is not known.
+get_novelai_token_limits = _layer.lookup
+
+LAYER = _layer.layer

@@ -11,13 +11,10 @@ from tomori.repositories.integrations import NovelAiSubscriptionRecord
 
 NAME = "novelai_subscription"
 
-CAP_SETTING = "NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES"
-TTL_SETTING = "NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES"
-
 _layer: ServerValueLayer[NovelAiSubscriptionRecord | None] = ServerValueLayer(
     NAME,
-    cap_setting=CAP_SETTING,
-    ttl_setting=TTL_SETTING,
+    cap_setting="NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES",
+    ttl_setting="NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES",
     load=lambda server_id: integrations_repo.get_novelai_subscription(server_id),
     description="NovelAI tier and context limit per guild (None: no subscription).",
     phrase=lambda s: f"NovelAI subscription of server #{s}",

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING
 from caches.layers._feeds import Feed
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
     Layer,
-    LayerSettings,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.repositories import population
@@ -29,22 +28,15 @@ NAME = "persona_sprite"
 CAP_SETTING = "PERSONA_SPRITE_CACHE_MAX_ENTRIES"
 TTL_SETTING = "PERSONA_SPRITE_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[int, Any] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[int, Any]:
-    """Build the layer's map from its settings."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    return _cache
+_layer: OneMap[int, Any] = OneMap(NAME, cap=CAP_SETTING, ttl=TTL_SETTING)
 
 
 async def get_cached_persona_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
     """Return the persona's sprites in order, loading them on a miss."""
-    sprites = cached(_cache, persona_id)  # the hit path builds no closure
+    sprites = cached(_layer.cache, persona_id)  # the hit path builds no closure
     if sprites is not MISSING:
         return sprites  # type: ignore[no-any-return]
-    return await _cache.get_or_load(  # type: ignore[no-any-return]
+    return await _layer.cache.get_or_load(  # type: ignore[no-any-return]
         persona_id, lambda: run_db(sprites_repo.list_persona_sprites, persona_id)
     )
 
@@ -64,7 +56,7 @@ async def get_cached_persona_sprite(persona_id: int, name: str) -> SpriteRecord 
 
 def invalidate_persona_sprite_cache(persona_id: int) -> int:
     """Drop the persona's sprites; return entries removed."""
-    return _cache.invalidate(persona_id)
+    return _layer.cache.invalidate(persona_id)
 
 
 LAYER = Layer(
@@ -77,7 +69,7 @@ LAYER = Layer(
         phrase=lambda p: f"sprites of persona #{p}",
     ),
     feeds=(Feed("tomori.PersonaSprite", "key", ("persona_id",)),),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("personas", population.personas),
     reload=lambda key: run_db(sprites_repo.list_persona_sprites, key),

@@ -20,16 +20,15 @@ from typing import Any
 from django.db import Error as DatabaseError
 from django.utils import timezone
 
-from caches.core import MISSING, BoundedTTLCache, Clock, DoNotCache
+from caches.core import MISSING, Clock, DoNotCache
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import NotFed
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
     Layer,
-    LayerSettings,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
@@ -45,14 +44,7 @@ PRUNE_INTERVAL_SECONDS = 6 * 3600.0
 CAP_SETTING = "PERSONA_SPRITE_MESSAGE_CACHE_MAX_ENTRIES"
 TTL_SETTING = "PERSONA_SPRITE_MESSAGE_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[int, Any] = unbuilt(NAME)
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[int, Any]:
-    """Build the layer's map from its settings."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    return _cache
+_layer: OneMap[int, Any] = OneMap(NAME, cap=CAP_SETTING, ttl=TTL_SETTING)
 
 
 class _RetentionPruner:
@@ -95,23 +87,23 @@ async def get_cached_persona_sprite_message(
     message_disc_id: int,
 ) -> SpriteMessageRecord | None:
     """Return the message's sprite mapping, or None (also on a database error)."""
-    record = cached(_cache, message_disc_id)  # the hit path builds no closure
+    record = cached(_layer.cache, message_disc_id)  # the hit path builds no closure
     if record is not MISSING:
         return record  # type: ignore[no-any-return]
-    return await _cache.get_or_load(  # type: ignore[no-any-return]
+    return await _layer.cache.get_or_load(  # type: ignore[no-any-return]
         message_disc_id, lambda: _load_one(message_disc_id)
     )
 
 
 def peek_persona_sprite_message(message_disc_id: int) -> SpriteMessageRecord | None:
     """Return the cached mapping without touching the database (None if not cached)."""
-    value = _cache.get(message_disc_id)
+    value = _layer.cache.get(message_disc_id)
     return None if value is MISSING else value
 
 
 async def prime_persona_sprite_message_records(message_disc_ids: Iterable[int]) -> int:
     """Load every uncached id in one query and seed rows and negatives; return seeded."""
-    missing = list(dict.fromkeys(i for i in message_disc_ids if i not in _cache))
+    missing = list(dict.fromkeys(i for i in message_disc_ids if i not in _layer.cache))
     if not missing:
         return 0
     try:
@@ -120,7 +112,7 @@ async def prime_persona_sprite_message_records(message_disc_ids: Iterable[int]) 
         database_failed(NAME, exc)
         return 0
     for message_disc_id in missing:
-        _cache.set(message_disc_id, found.get(message_disc_id))
+        _layer.cache.set(message_disc_id, found.get(message_disc_id))
     return len(missing)
 
 
@@ -160,7 +152,7 @@ async def record_persona_sprite_message(
     record = await run_db(
         _write, message_disc_id, persona_id, sprite_name, channel_disc_id
     )
-    _cache.set(message_disc_id, record)
+    _layer.cache.set(message_disc_id, record)
     return record
 
 
@@ -171,7 +163,7 @@ LAYER = Layer(
     invalidatable=False,
     key=KeyShape(help="message_disc_id (the Discord message id)", parse=parse_int),
     not_fed=NotFed.IMMUTABLE,
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("sprite messages stored", population.sprite_messages),
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 from caches.core import MISSING, BoundedTTLCache, SteppedDrop, Within
 from caches.layers._feeds import Feed
+from caches.layers._maps import LayerMaps
 from caches.layers._support import CompositeCache, cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
@@ -27,7 +28,6 @@ from caches.layers.declaration import (
     LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.repositories import population
@@ -54,38 +54,42 @@ def _channel_scope(key: SpotlightKey) -> tuple[tuple[int, int]]:
     return ((key[0], key[2]),)
 
 
-# Set by _build when the registry is built.
-_results: BoundedTTLCache[SpotlightKey, SpotlightRecord | None] = unbuilt(NAME)
-_gate: BoundedTTLCache[int, bool] = unbuilt(NAME)
-_cache: CompositeCache = unbuilt(NAME)
-# A server's results are dropped in steps (see caches.core.stepped): up to
-# 1,000s of keys, 0.3 ms and more in one go. Its `pending` servers are read
-# through to the database until their old results are gone.
-_drops: SteppedDrop = unbuilt(NAME)
-_dropping: set[Hashable] = set()
+class SpotlightMaps(LayerMaps):
+    """The result map (scoped), the per-server gate, and the stepped server drops."""
+
+    __slots__ = ("results", "gate", "cache", "drops", "dropping")
+    results: BoundedTTLCache[SpotlightKey, SpotlightRecord | None]
+    gate: BoundedTTLCache[int, bool]
+    cache: CompositeCache
+    # A server's results are dropped in steps (see caches.core.stepped): up to
+    # 1,000s of keys, 0.3 ms and more in one go. Its `pending` servers are
+    # read through to the database until their old results are gone.
+    drops: SteppedDrop
+    dropping: set[Hashable]
+
+    def make(self, config: LayerSettings) -> CompositeCache:
+        """Make the result map, the gate and the drops from the settings."""
+        ttl = config.minutes(TTL_SETTING)
+        self.results = config.cache(
+            NAME,
+            cap=CAP_SETTING,
+            ttl=ttl,
+            # A server groups its (server, user) and (server, channel) values:
+            # a server drop pops them and their keys, no scope function per key.
+            scopes={
+                "user": _user_scope,
+                "channel": _channel_scope,
+                "server": Within("user", "channel", parent=_server_of),
+            },
+        )
+        self.drops = SteppedDrop(self.results, "server", via="user")
+        self.dropping = self.drops.pending
+        self.gate = config.cache(f"{NAME}:gate", cap=GATE_CAP_SETTING, ttl=ttl)
+        self.cache = CompositeCache(self.results, gate=self.gate)
+        return self.cache
 
 
-def _build(config: LayerSettings) -> CompositeCache:
-    """Build the result map (scoped) and the per-server gate from the settings."""
-    global _results, _gate, _cache, _drops, _dropping
-    ttl = config.minutes(TTL_SETTING)
-    _results = config.cache(
-        NAME,
-        cap=CAP_SETTING,
-        ttl=ttl,
-        # A server groups its (server, user) and (server, channel) values: a
-        # server drop pops them and their keys, no scope function per key.
-        scopes={
-            "user": _user_scope,
-            "channel": _channel_scope,
-            "server": Within("user", "channel", parent=_server_of),
-        },
-    )
-    _drops = SteppedDrop(_results, "server", via="user")
-    _dropping = _drops.pending
-    _gate = config.cache(f"{NAME}:gate", cap=GATE_CAP_SETTING, ttl=ttl)
-    _cache = CompositeCache(_results, gate=_gate)
-    return _cache
+_layer = SpotlightMaps(NAME)
 
 
 def spotlight_cache_key(
@@ -97,7 +101,7 @@ def spotlight_cache_key(
 
 async def _server_has_spotlights(server_id: int) -> bool:
     """Load the server's gate (a miss: `cached` has not counted it)."""
-    return await _gate.get_or_load(  # type: ignore[no-any-return]
+    return await _layer.gate.get_or_load(  # type: ignore[no-any-return]
         server_id,
         lambda: run_db(spotlight_repo.server_has_personal_spotlights, server_id),
     )
@@ -118,20 +122,21 @@ async def get_cached_personal_spotlight_status(
     server_id: int, user_id: int, channel_disc_id: int
 ) -> SpotlightRecord | None:
     """Return the user's active spotlight in the channel, or None."""
+    layer = _layer  # one global read per hit
     # The server's gate, read inline: a hit awaits no nested coroutine.
-    gate = cached(_gate, server_id)
+    gate = cached(layer.gate, server_id)
     if gate is MISSING:
         gate = await _server_has_spotlights(server_id)
     if not gate:
         return None
     key = (server_id, user_id, channel_disc_id)  # spotlight_cache_key, inlined
-    if _dropping and server_id in _dropping:
+    if layer.dropping and server_id in layer.dropping:
         # The server's old results are still being dropped: read through.
         record = await _load_status(server_id, user_id, channel_disc_id)
     else:
-        record = cached(_results, key)
+        record = cached(layer.results, key)
         if record is MISSING:
-            record = await _results.get_or_load(
+            record = await layer.results.get_or_load(
                 key, lambda: _load_status(server_id, user_id, channel_disc_id)
             )
     # An open-ended spotlight (the usual one) needs no clock read.
@@ -141,7 +146,7 @@ async def get_cached_personal_spotlight_status(
     if expires is None:
         return record
     if expires <= time():  # run out (POSIX seconds: no datetime per read)
-        _results.invalidate(key)  # the next read lets the repository delete it
+        layer.results.invalidate(key)  # the next read lets the repository delete it
         return None
     return record
 
@@ -150,15 +155,17 @@ def invalidate_personal_spotlight_cache(
     server_id: int, user_id: int | None = None, channel_disc_id: int | None = None
 ) -> int:
     """Drop the server's gate and the result entries matching exactly; return removals."""
-    gate = _gate.invalidate(server_id)
+    gate = _layer.gate.invalidate(server_id)
     if user_id is not None and channel_disc_id is not None:
         key = spotlight_cache_key(server_id, user_id, channel_disc_id)
-        return gate + _results.invalidate(key)
+        return gate + _layer.results.invalidate(key)
     if user_id is not None:
-        return gate + _results.invalidate_scope("user", (server_id, user_id))
+        return gate + _layer.results.invalidate_scope("user", (server_id, user_id))
     if channel_disc_id is not None:
-        return gate + _results.invalidate_scope("channel", (server_id, channel_disc_id))
-    return gate + _drops.drop(server_id)  # in steps on a running loop
+        return gate + _layer.results.invalidate_scope(
+            "channel", (server_id, channel_disc_id)
+        )
+    return gate + _layer.drops.drop(server_id)  # in steps on a running loop
 
 
 def parse_spotlight_key(text: str) -> Hashable:
@@ -197,7 +204,7 @@ LAYER = Layer(
             ("server_id", "user_id", "channel_disc_id"),
         ),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, GATE_CAP_SETTING, TTL_SETTING),
     ops=(
         Operation(

@@ -15,16 +15,15 @@ from pathlib import Path
 
 from django.conf import settings
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
     Layer,
-    LayerSettings,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.knobs import knobs
@@ -49,14 +48,7 @@ class PresetAvatar:
 
 CAP_SETTING = "PRESET_AVATAR_CACHE_MAX_ENTRIES"
 
-_cache: BoundedTTLCache[int, PresetAvatar | None] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[int, PresetAvatar | None]:
-    """Build the layer's map (no ttl) from its cap setting."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=None)
-    return _cache
+_layer: OneMap[int, PresetAvatar | None] = OneMap(NAME, cap=CAP_SETTING, ttl=None)
 
 
 def avatars_dir() -> Path:
@@ -113,33 +105,33 @@ async def initialize_preset_avatar_cache() -> int:
     One entry per active preset, as the dashboard's size counts them: a
     preset without a valid avatar is cached as None (`count_valid_avatars`).
     """
-    invalidations = _cache.stats()["invalidations"]
+    invalidations = _layer.cache.stats()["invalidations"]
     try:
         presets = await run_db(presets_repo.list_preset_personas)
     except DB_ERRORS as exc:  # keep the cache
         database_failed(NAME, exc)
         return 0
     avatars = await asyncio.to_thread(lambda: [_avatar_for(p) for p in presets])
-    if _cache.stats()["invalidations"] != invalidations:
+    if _layer.cache.stats()["invalidations"] != invalidations:
         # A preset changed while we read: these rows may be old. Install
         # nothing; get_preset_avatar() loads each one fresh on use.
         logger.info("preset_avatar: warm overlapped an invalidation, not installed")
         return 0
     wanted = {p.id for p in presets}
-    _cache.invalidate_where(lambda key: key not in wanted)
+    _layer.cache.invalidate_where(lambda key: key not in wanted)
     for preset, avatar in zip(presets, avatars, strict=True):
-        _cache.set(preset.id, avatar)
+        _layer.cache.set(preset.id, avatar)
     return len(presets)
 
 
 def count_valid_avatars() -> int:
     """Return how many cached presets have a valid PNG avatar (not None)."""
-    return sum(avatar is not None for _, avatar in _cache.items())
+    return sum(avatar is not None for _, avatar in _layer.cache.items())
 
 
 def get_cached_preset_avatar(preset_id: int) -> PresetAvatar | None:
     """Return the cached avatar (None if absent, invalid or not loaded yet)."""
-    value = _cache.get(preset_id)
+    value = _layer.cache.get(preset_id)
     return None if value is MISSING else value
 
 
@@ -150,15 +142,15 @@ async def _load_one(preset_id: int) -> PresetAvatar | None:
 
 async def get_preset_avatar(preset_id: int) -> PresetAvatar | None:
     """Return the preset's avatar, loading it if the cache lost it (None: no valid avatar)."""
-    avatar = cached(_cache, preset_id)  # the hit path builds no closure
+    avatar = cached(_layer.cache, preset_id)  # the hit path builds no closure
     if avatar is not MISSING:
         return avatar  # type: ignore[no-any-return]
-    return await _cache.get_or_load(preset_id, lambda: _load_one(preset_id))  # type: ignore[no-any-return]
+    return await _layer.cache.get_or_load(preset_id, lambda: _load_one(preset_id))  # type: ignore[no-any-return]
 
 
 def invalidate_preset_avatar_cache(preset_id: int) -> int:
     """Drop one preset's avatar (reloaded on its next read); return removals."""
-    return _cache.invalidate(preset_id)
+    return _layer.cache.invalidate(preset_id)
 
 
 LAYER = Layer(
@@ -171,7 +163,7 @@ LAYER = Layer(
         phrase=lambda i: f"avatar of preset persona #{i}",
     ),
     feeds=(Feed("tomori.PresetPersona", "key", ("id",)),),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING,),
     mistaken_for=PopulationSpec("preset personas", population.preset_personas),
 )

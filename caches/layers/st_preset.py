@@ -11,13 +11,10 @@ from tomori.repositories.presets import StPresetRecord
 
 NAME = "st_preset"
 
-CAP_SETTING = "ST_PRESET_CACHE_MAX_ENTRIES"
-TTL_SETTING = "ST_PRESET_CACHE_TTL_MINUTES"
-
 _layer: ServerValueLayer[StPresetRecord | None] = ServerValueLayer(
     NAME,
-    cap_setting=CAP_SETTING,
-    ttl_setting=TTL_SETTING,
+    cap_setting="ST_PRESET_CACHE_MAX_ENTRIES",
+    ttl_setting="ST_PRESET_CACHE_TTL_MINUTES",
     load=lambda server_id: presets_repo.get_active_st_preset(server_id),
     description="Active ST preset and its nodes per server (None: no active preset).",
     phrase=lambda s: f"ST presets of server #{s}",

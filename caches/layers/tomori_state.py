@@ -6,23 +6,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from caches.core import MISSING, BoundedTTLCache, DoNotCache
-from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._feeds import Feed, server_disc_id_of
-from caches.layers._support import (
-    StaleFallbackCache,
-    cached,
-    parse_int,
-    run_db,
-    unwrapped,
-)
-from caches.layers.declaration import (
-    GuildScope,
-    KeyShape,
-    Layer,
-    LayerSettings,
-    PopulationSpec,
-    unbuilt,
-)
+from caches.layers._server_value import SERVER_DISC_ID, StaleFallbackMaps
+from caches.layers._support import cached, run_db, unwrapped
+from caches.layers.declaration import Layer, LayerSettings, PopulationSpec
 from caches.registry import EmergencyPolicy
 from tomori.repositories import population
 from tomori.repositories import servers as servers_repo
@@ -56,21 +43,28 @@ class TomoriState:
 CAP_SETTING = "TOMORI_STATE_CACHE_MAX_ENTRIES"
 TTL_SETTING = "TOMORI_STATE_CACHE_TTL_MINUTES"
 
-# Set by _build when the registry is built.
-_errors: BoundedTTLCache[int, str] = unbuilt(NAME)
-_fresh: BoundedTTLCache[int, TomoriState] = unbuilt(NAME)
-_cache: StaleFallbackCache = unbuilt(NAME)
+
+class TomoriStateMaps(StaleFallbackMaps[int, TomoriState]):
+    """The fresh, last-good and database-error maps, by server_disc_id."""
+
+    __slots__ = ("errors",)
+    errors: BoundedTTLCache[int, str]
+
+    def members(self, config: LayerSettings) -> dict[str, BoundedTTLCache[int, str]]:
+        """Make the map remembering each server's last database error."""
+        self.errors = config.cache(
+            f"{NAME}:errors", cap=CAP_SETTING, ttl=ERROR_MEMORY_SECONDS
+        )
+        return {"errors": self.errors}
+
+    def failed(self, key: int, exc: BaseException) -> None:
+        """Remember the error (see `tomori_state_database_error`)."""
+        self.errors.set(key, f"{type(exc).__name__}: {exc}")
 
 
-def _build(config: LayerSettings) -> StaleFallbackCache:
-    """Build the fresh, last-good and error maps from the layer's settings."""
-    global _errors, _fresh, _cache
-    _errors = config.cache(f"{NAME}:errors", cap=CAP_SETTING, ttl=ERROR_MEMORY_SECONDS)
-    _fresh = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    _cache = StaleFallbackCache(
-        _fresh, retention=STALE_RETENTION_SECONDS, errors=_errors
-    )
-    return _cache
+_layer = TomoriStateMaps(
+    NAME, cap=CAP_SETTING, ttl=TTL_SETTING, retention=STALE_RETENTION_SECONDS
+)
 
 
 def build_tomori_state(rows: TomoriStateRows) -> TomoriState:
@@ -96,7 +90,7 @@ def build_tomori_state(rows: TomoriStateRows) -> TomoriState:
 
 async def _load(server_disc_id: int) -> TomoriState | DoNotCache[TomoriState | None]:
     rows = await run_db(servers_repo.load_tomori_state_rows, server_disc_id)
-    _errors.invalidate(server_disc_id)
+    _layer.errors.invalidate(server_disc_id)
     if rows is None:
         return DoNotCache(None)
     state = build_tomori_state(rows)
@@ -114,28 +108,22 @@ async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
     succeeds), else None, and remember the error (see
     `tomori_state_database_error`).
     """
-    state = cached(_fresh, server_disc_id)  # the hit path builds no closure
+    state = cached(_layer.fresh, server_disc_id)  # the hit path builds no closure
     if state is not MISSING:
         return state  # type: ignore[no-any-return]
     return await _load_or_stale(server_disc_id)
 
 
 async def _load_or_stale(server_disc_id: int) -> TomoriState | None:
-    try:
-        return await _cache.get_or_load(server_disc_id, lambda: _load(server_disc_id))  # type: ignore[no-any-return]
-    except DB_ERRORS as exc:
-        database_failed(NAME, exc)
-        _errors.set(server_disc_id, f"{type(exc).__name__}: {exc}")
-        stale = _cache.fallback(server_disc_id)
-        if stale is MISSING:
-            return None
-        served_stale(NAME)
-        return stale  # type: ignore[no-any-return]
+    state, _failed = await _layer.load_or_stale(
+        server_disc_id, lambda: _load(server_disc_id)
+    )
+    return None if state is MISSING else state  # type: ignore[no-any-return]
 
 
 async def get_cached_all_personas(server_disc_id: int) -> tuple[PersonaRecord, ...]:
     """Return every persona of the server, main first (empty if none or unknown)."""
-    state = cached(_fresh, server_disc_id)
+    state = cached(_layer.fresh, server_disc_id)
     if state is MISSING:
         state = await _load_or_stale(server_disc_id)
     return state.personas if state is not None else ()
@@ -143,7 +131,7 @@ async def get_cached_all_personas(server_disc_id: int) -> tuple[PersonaRecord, .
 
 async def get_cached_main_persona(server_disc_id: int) -> PersonaRecord | None:
     """Return the server's main persona, or None."""
-    state = cached(_fresh, server_disc_id)
+    state = cached(_layer.fresh, server_disc_id)
     if state is MISSING:
         state = await _load_or_stale(server_disc_id)
     return state.main_persona if state is not None else None
@@ -151,7 +139,7 @@ async def get_cached_main_persona(server_disc_id: int) -> PersonaRecord | None:
 
 def tomori_state_database_error(server_disc_id: int) -> str | None:
     """Return the database error of the server's last load, if it failed recently."""
-    error = _errors.peek(server_disc_id)
+    error = _layer.errors.peek(server_disc_id)
     return None if error is MISSING else error
 
 
@@ -160,7 +148,7 @@ def invalidate_tomori_state_cache(server_disc_id: int) -> int:
 
     The last good copy stays: it answers (as stale) only if the reload fails.
     """
-    return _cache.invalidate(server_disc_id)
+    return _layer.cache.invalidate(server_disc_id)
 
 
 async def _reload(server_disc_id: int) -> TomoriState | None:
@@ -169,20 +157,16 @@ async def _reload(server_disc_id: int) -> TomoriState | None:
 
 LAYER = Layer(
     name=NAME,
-    guild=GuildScope("key", "server_disc_id"),
+    guild=SERVER_DISC_ID.guild,
     description="Personas of a server (main first) and its model settings.",
     policy=EmergencyPolicy.CLEAR,
-    key=KeyShape(
-        help="server_disc_id (the Discord guild id), e.g. 123456789012345678",
-        parse=parse_int,
-        phrase=lambda s: f"Tomori state of server {s}",
-    ),
+    key=SERVER_DISC_ID.key(lambda s: f"Tomori state of server {s}"),
     feeds=(
         Feed("tomori.Server", "key", ("server_disc_id",)),
         Feed("tomori.ServerModelConfig", "key", (server_disc_id_of(),)),
         Feed("tomori.Persona", "key", (server_disc_id_of(),)),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec(
         "configured servers (API key set)", population.configured_servers

@@ -23,18 +23,17 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, Final
 
-from caches.core import MISSING, BoundedTTLCache
+from caches.core import MISSING
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed, server_disc_id_of
+from caches.layers._maps import OneMap
 from caches.layers._support import cached, parse_int, run_db
 from caches.layers.declaration import (
     GuildScope,
     KeyShape,
     Layer,
-    LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from tomori.repositories import population
@@ -57,14 +56,7 @@ BlacklistKey = tuple[int, str]
 CAP_SETTING = "USER_CACHE_MAX_ENTRIES"
 TTL_SETTING = "USER_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[Any, Any] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[Any, Any]:
-    """Build the one map of rows and server blacklists from the layer's settings."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    return _cache
+_layer: OneMap[Any, Any] = OneMap(NAME, cap=CAP_SETTING, ttl=TTL_SETTING)
 
 
 def blacklist_cache_key(server_disc_id: int) -> BlacklistKey:
@@ -77,10 +69,10 @@ async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
 
     A database error propagates (and nothing is cached).
     """
-    row = cached(_cache, user_disc_id)  # the hit path builds no closure
+    row = cached(_layer.cache, user_disc_id)  # the hit path builds no closure
     if row is not MISSING:
         return row  # type: ignore[no-any-return]
-    return await _cache.get_or_load(  # type: ignore[no-any-return]
+    return await _layer.cache.get_or_load(  # type: ignore[no-any-return]
         user_disc_id, lambda: run_db(users_repo.get_user_by_disc_id, user_disc_id)
     )
 
@@ -98,10 +90,10 @@ async def get_cached_privacy_level(user_disc_id: int) -> int:
 async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) -> bool:
     """Tell whether the user is blacklisted in the server; True if the database fails."""
     key = (server_disc_id, EVERY_USER)  # blacklist_cache_key, inlined
-    listed = cached(_cache, key)
+    listed = cached(_layer.cache, key)
     if listed is MISSING:
         try:
-            listed = await _cache.get_or_load(
+            listed = await _layer.cache.get_or_load(
                 key, lambda: run_db(users_repo.blacklisted_users, server_disc_id)
             )
         except DB_ERRORS as exc:
@@ -112,7 +104,7 @@ async def get_cached_blacklist_status(server_disc_id: int, user_disc_id: int) ->
 
 def invalidate_user_cache(user_disc_id: int) -> int:
     """Drop the user's row (blacklists are the servers'); return removals."""
-    return _cache.invalidate(user_disc_id)
+    return _layer.cache.invalidate(user_disc_id)
 
 
 def invalidate_user_blacklist_cache(server_disc_id: int, user_disc_id: int) -> int:
@@ -122,7 +114,7 @@ def invalidate_user_blacklist_cache(server_disc_id: int, user_disc_id: int) -> i
 
 def invalidate_server_blacklist_cache(server_disc_id: int) -> int:
     """Drop the server's blacklist (every user's answer there); return removals."""
-    return _cache.invalidate(blacklist_cache_key(server_disc_id))
+    return _layer.cache.invalidate(blacklist_cache_key(server_disc_id))
 
 
 def parse_user_key(text: str) -> Hashable:
@@ -163,7 +155,7 @@ LAYER = Layer(
         Feed("tomori.UserBlacklist", "blacklist_server", (server_disc_id_of(),)),
         Feed("tomori.Server", "blacklist_server", ("server_disc_id",), fields=()),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     ops=(
         Operation(

@@ -9,16 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from caches.layers._feeds import NotFed
-from caches.layers._message_keyed import (
-    MESSAGE_KEY,
-    Lookup,
-    LookupStatus,
-    MessageKeyedCache,
-    build_message_keyed,
-)
-from caches.layers.declaration import Layer, LayerSettings, unbuilt
-from caches.registry import EmergencyPolicy
+from caches.layers._message_keyed import Lookup, LookupStatus, MessageKeyedLayer
 
 NAME = "voice_transcript"
 
@@ -38,53 +29,29 @@ class VoiceTranscript:
     source: TranscriptSource
 
 
-CAP_SETTING = "VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES"
-TTL_SETTING = "VOICE_TRANSCRIPT_CACHE_TTL_MINUTES"
+_layer: MessageKeyedLayer[VoiceTranscript] = MessageKeyedLayer(
+    NAME,
+    cap_setting="VOICE_TRANSCRIPT_CACHE_MAX_ENTRIES",
+    ttl_setting="VOICE_TRANSCRIPT_CACHE_TTL_MINUTES",
+    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
+)
 
-_cache: MessageKeyedCache[VoiceTranscript] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> MessageKeyedCache[VoiceTranscript]:
-    """Build the layer's cache from its settings."""
-    global _cache
-    _cache = build_message_keyed(
-        NAME, config, cap_setting=CAP_SETTING, ttl_setting=TTL_SETTING
-    )
-    return _cache
-
-
-def voice_transcript_cache() -> MessageKeyedCache[VoiceTranscript]:
-    """Return this process's transcript cache (tests, metrics)."""
-    return _cache
+#: Return this process's transcript cache (tests, metrics).
+voice_transcript_cache = _layer.built
+#: Return the transcript of a message: found, expired or missing.
+get_cached_voice_transcript = _layer.lookup
+#: Forget one message's transcript (the message was deleted).
+invalidate_voice_transcript = _layer.invalidate
 
 
 def cache_voice_transcript(
     message_disc_id: int, text: str, *, source: TranscriptSource
 ) -> None:
     """Remember the transcript of an audio message."""
-    _cache.put(message_disc_id, VoiceTranscript(text=text, source=source))
+    _layer.put(message_disc_id, VoiceTranscript(text=text, source=source))
 
 
-def get_cached_voice_transcript(message_disc_id: int) -> Lookup[VoiceTranscript]:
-    """Return the transcript of a message: found, expired or missing."""
-    return _cache.lookup(message_disc_id)
-
-
-def invalidate_voice_transcript(message_disc_id: int) -> int:
-    """Forget one message's transcript (the message was deleted)."""
-    return _cache.invalidate(message_disc_id)
-
-
-LAYER = Layer(
-    name=NAME,
-    description="Voice transcripts (message id -> STT/TTS text) for audio in history.",
-    policy=EmergencyPolicy.CLEAR,
-    invalidatable=False,
-    key=MESSAGE_KEY,
-    not_fed=NotFed.TURN_WRITTEN,
-    build=_build,
-    settings=(CAP_SETTING, TTL_SETTING),
-)
+LAYER = _layer.layer
 
 __all__ = [
     "LAYER",

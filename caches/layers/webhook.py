@@ -35,14 +35,13 @@ from dataclasses import dataclass
 
 from caches.core import BoundedTTLCache, DoNotCache
 from caches.layers._feeds import Feed
+from caches.layers._maps import OneMap
 from caches.layers._support import parse_int, run_db
 from caches.layers.declaration import (
     KeyShape,
     Layer,
-    LayerSettings,
     Operation,
     PopulationSpec,
-    unbuilt,
 )
 from caches.registry import EmergencyPolicy
 from caches.turn_notes import note_miss
@@ -153,24 +152,17 @@ def _persona_scope(key: Hashable) -> tuple[int, ...]:
 
 CAP_SETTING = "WEBHOOK_CACHE_MAX_ENTRIES"
 
-_cache: BoundedTTLCache[Hashable, object] = unbuilt(NAME)  # set by _build
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[Hashable, object]:
-    """Build the one map (no ttl; scoped by channel and persona) from the cap."""
-    global _cache
-    _cache = config.cache(
-        NAME,
-        cap=CAP_SETTING,
-        ttl=None,
-        scopes={"channel": _channel_scope, "persona": _persona_scope},
-    )
-    return _cache
+_layer: OneMap[Hashable, object] = OneMap(
+    NAME,
+    cap=CAP_SETTING,
+    ttl=None,
+    scopes={"channel": _channel_scope, "persona": _persona_scope},
+)
 
 
 def webhook_cache() -> BoundedTTLCache[Hashable, object]:
     """Return this process's webhook cache (tests, metrics)."""
-    return _cache
+    return _layer.cache
 
 
 def persona_webhook_key(channel_disc_id: int, persona_id: int) -> tuple[str, int, int]:
@@ -189,7 +181,7 @@ def _token_context(webhook_disc_id: int, channel_disc_id: int) -> str:
 
 def get_webhook_failure(channel_disc_id: int) -> WebhookFailure | None:
     """Return why the channel has no webhook right now, or None."""
-    value = _cache.get(_failure_key(channel_disc_id))
+    value = _layer.cache.get(_failure_key(channel_disc_id))
     return value if isinstance(value, WebhookFailure) else None
 
 
@@ -206,18 +198,18 @@ async def get_channel_webhook(
     """
     # One lookup, one count: a hit on the handle (or on a remembered
     # failure), else the one miss get_or_load counts when it loads.
-    value = _cache.peek(channel_disc_id)
+    value = _layer.cache.peek(channel_disc_id)
     if not isinstance(value, WebhookHandle):
-        value = _cache.peek(_failure_key(channel_disc_id))
+        value = _layer.cache.peek(_failure_key(channel_disc_id))
         if not isinstance(value, WebhookFailure):
-            note_miss(_cache.name)  # get_or_load counts the miss itself
-            return await _cache.get_or_load(  # type: ignore[return-value]
+            note_miss(_layer.cache.name)  # get_or_load counts the miss itself
+            return await _layer.cache.get_or_load(  # type: ignore[return-value]
                 channel_disc_id,
                 lambda: _load_channel_webhook(
                     channel_disc_id, create_webhook, server_id
                 ),
             )
-    _cache.hits += 1  # the handle, or the failure the cache remembers
+    _layer.cache.hits += 1  # the handle, or the failure the cache remembers
     return value if isinstance(value, WebhookHandle) else None
 
 
@@ -243,13 +235,15 @@ def _settle(handle: WebhookHandle) -> DoNotCache[WebhookHandle | None]:
     # Our own row write invalidated this key on commit, which stales the
     # load; the row we just wrote is the newest state, so cache it directly
     # rather than re-reading it on the next message.
-    _cache.set(handle.channel_disc_id, handle)
+    _layer.cache.set(handle.channel_disc_id, handle)
     return DoNotCache(handle)
 
 
 def _remember_failure(channel_disc_id: int, reason: FailureReason) -> None:
     minutes = knobs().WEBHOOK_FAILURE_CACHE_TTL_MINUTES
-    _cache.set(_failure_key(channel_disc_id), WebhookFailure(reason), minutes * 60.0)
+    _layer.cache.set(
+        _failure_key(channel_disc_id), WebhookFailure(reason), minutes * 60.0
+    )
     logger.info(
         "no webhook in channel %s (%s); not retrying for %d min",
         channel_disc_id,
@@ -337,7 +331,7 @@ async def get_persona_webhook(
 ) -> PersonaWebhook | None:
     """Return the channel webhook dressed as `persona`, or None (see failures)."""
     key = persona_webhook_key(channel_disc_id, persona.persona_id)
-    value = _cache.get(key)
+    value = _layer.cache.get(key)
     if isinstance(value, PersonaWebhook):
         return value
     handle = await get_channel_webhook(
@@ -350,19 +344,19 @@ async def get_persona_webhook(
     )
     # Only while the handle is still the channel's: an invalidation during
     # the await must not leave a persona entry pointing at a dead webhook.
-    if _cache.peek(channel_disc_id) is handle:
-        _cache.set(key, dressed)
+    if _layer.cache.peek(channel_disc_id) is handle:
+        _layer.cache.set(key, dressed)
     return dressed
 
 
 def invalidate_webhook_cache(channel_disc_id: int) -> int:
     """Drop a channel's webhook, its persona entries and its failure entry."""
-    return _cache.invalidate_scope("channel", channel_disc_id)
+    return _layer.cache.invalidate_scope("channel", channel_disc_id)
 
 
 def invalidate_persona_webhook_cache_for_persona(persona_id: int) -> int:
     """Drop every channel's entry for one persona (its name or avatar changed)."""
-    return _cache.invalidate_scope("persona", persona_id)
+    return _layer.cache.invalidate_scope("persona", persona_id)
 
 
 async def discard_channel_webhook(
@@ -419,7 +413,7 @@ LAYER = Layer(
         Feed("tomori.ManagedWebhook", "channel", ("channel_disc_id",)),
         Feed("tomori.Persona", "persona", ("id",), fields=("avatar_url", "name")),
     ),
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING,),
     ops=(
         Operation(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from caches.core import MISSING, BoundedTTLCache
 from caches.layers._feeds import NotFed
+from caches.layers._maps import OneMap
 from caches.layers._message_keyed import parse_snowflake
 from caches.layers._support import cached
-from caches.layers.declaration import KeyShape, Layer, LayerSettings, unbuilt
+from caches.layers.declaration import KeyShape, Layer
 from caches.registry import EmergencyPolicy
 
 NAME = "webhook_identity"
@@ -34,31 +35,26 @@ Resolver = Callable[[int], Awaitable[WebhookIdentity | None]]
 CAP_SETTING = "WEBHOOK_IDENTITY_CACHE_MAX_ENTRIES"
 TTL_SETTING = "WEBHOOK_IDENTITY_CACHE_TTL_MINUTES"
 
-_cache: BoundedTTLCache[int, WebhookIdentity | None] = unbuilt(NAME)
-
-
-def _build(config: LayerSettings) -> BoundedTTLCache[int, WebhookIdentity | None]:
-    """Build the layer's map from its settings."""
-    global _cache
-    _cache = config.cache(NAME, cap=CAP_SETTING, ttl=config.minutes(TTL_SETTING))
-    return _cache
+_layer: OneMap[int, WebhookIdentity | None] = OneMap(
+    NAME, cap=CAP_SETTING, ttl=TTL_SETTING
+)
 
 
 def webhook_identity_cache() -> BoundedTTLCache[int, WebhookIdentity | None]:
     """Return this process's webhook identity cache (tests, metrics)."""
-    return _cache
+    return _layer.cache
 
 
 def record_webhook_identity(
     webhook_disc_id: int, identity: WebhookIdentity | None
 ) -> None:
     """Remember who a webhook speaks for (None: nobody)."""
-    _cache.set(webhook_disc_id, identity)
+    _layer.cache.set(webhook_disc_id, identity)
 
 
 def get_cached_webhook_identity(webhook_disc_id: int) -> WebhookIdentity | None:
     """Return the cached identity of a webhook, or None (unknown or nobody)."""
-    value = _cache.get(webhook_disc_id)
+    value = _layer.cache.get(webhook_disc_id)
     return None if value is MISSING else value
 
 
@@ -66,15 +62,17 @@ async def resolve_webhook_identity(
     webhook_disc_id: int, resolve: Resolver
 ) -> WebhookIdentity | None:
     """Return who a webhook speaks for, asking `resolve` once on a miss."""
-    identity = cached(_cache, webhook_disc_id)  # the hit path builds no closure
+    identity = cached(_layer.cache, webhook_disc_id)  # the hit path builds no closure
     if identity is not MISSING:
         return identity  # type: ignore[no-any-return]
-    return await _cache.get_or_load(webhook_disc_id, lambda: resolve(webhook_disc_id))
+    return await _layer.cache.get_or_load(
+        webhook_disc_id, lambda: resolve(webhook_disc_id)
+    )
 
 
 def invalidate_webhook_identity_cache(webhook_disc_id: int) -> int:
     """Forget one webhook's identity."""
-    return _cache.invalidate(webhook_disc_id)
+    return _layer.cache.invalidate(webhook_disc_id)
 
 
 LAYER = Layer(
@@ -83,6 +81,6 @@ LAYER = Layer(
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(help="a Discord webhook id", parse=parse_snowflake),
     not_fed=NotFed.DISCORD,
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
 )

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caches.core.buckets import BucketCounts
+from caches.core.buckets import LATENCY_BUCKETS, BucketCounts
 
 __all__ = ["TURN_BUCKETS", "BucketCounts", "TurnTimings"]
 
 #: Turn latency bounds in seconds: a warm turn takes ~0.1 ms, a cold one ~25 ms.
-TURN_BUCKETS = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
+TURN_BUCKETS = (0.0001, 0.00025, *LATENCY_BUCKETS, 2.5)
 
 
 class TurnTimings:

@@ -16,12 +16,12 @@ from collections.abc import Collection
 from typing import Any, Unpack
 
 from caches.layers._feeds import NotFed
+from caches.layers._maps import LayerMaps
 from caches.layers.declaration import (
     KeyShape,
     Layer,
     LayerSettings,
     PopulationSpec,
-    unbuilt,
 )
 from caches.layers.short_term_memory import keys as _k
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry, StmMessage
@@ -49,31 +49,37 @@ CAP_SETTING = "SHORT_TERM_MEMORY_CACHE_MAX_ENTRIES"
 #: Read by the store itself (entry lifetimes); a change rebuilds the layer.
 TTL_SETTINGS = ("SHORT_TERM_MEMORY_TTL_HOURS", "SHORT_TERM_MEMORY_SUMMARY_TTL_HOURS")
 
-_store: ShortTermMemoryStore = unbuilt(NAME)  # set by _build
+
+class ShortTermMemoryLayer(LayerMaps):
+    """The layer's one store, built from its cap setting."""
+
+    __slots__ = ("store",)
+    store: ShortTermMemoryStore
+
+    def make(self, config: LayerSettings) -> ShortTermMemoryStore:
+        """Make the store (it reads the TTL settings itself, per entry)."""
+        self.store = ShortTermMemoryStore(maxsize=config.cap(CAP_SETTING))
+        return self.store
 
 
-def _build(config: LayerSettings) -> ShortTermMemoryStore:
-    """Build the store from the layer's cap setting."""
-    global _store
-    _store = ShortTermMemoryStore(maxsize=config.cap(CAP_SETTING))
-    return _store
+_layer = ShortTermMemoryLayer(NAME)
 
 
 def short_term_memory_store() -> ShortTermMemoryStore:
     """Return this process's store (tests, metrics)."""
-    return _store
+    return _layer.store
 
 
 async def store_short_term_memory(**fields: Any) -> ShortTermMemoryEntry:
     """Store a turn's messages (see `ShortTermMemoryStore.store`)."""
-    return await _store.store(**fields)
+    return await _layer.store.store(**fields)
 
 
 async def update_short_term_memory_summary(
     **fields: Any,
 ) -> list[ShortTermMemoryEntry]:
     """Set a channel's summary (see `ShortTermMemoryStore.update_summary`)."""
-    return await _store.update_summary(**fields)
+    return await _layer.store.update_summary(**fields)
 
 
 async def get_short_term_memory_for_user_channel(
@@ -81,7 +87,7 @@ async def get_short_term_memory_for_user_channel(
 ) -> ShortTermMemoryEntry | None:
     """Return a user's entry for a channel, or None."""
     key = user_short_term_memory_key(user_disc_id, channel_disc_id, persona_id)
-    return await _store.get(key)
+    return await _layer.store.get(key)
 
 
 async def get_short_term_memory_for_server_channel(
@@ -89,21 +95,21 @@ async def get_short_term_memory_for_server_channel(
 ) -> ShortTermMemoryEntry | None:
     """Return a channel's server-shared entry, or None."""
     key = server_short_term_memory_key(server_disc_id, channel_disc_id, persona_id)
-    return await _store.get(key)
+    return await _layer.store.get(key)
 
 
 async def get_short_term_memories_for_user(
     user_disc_id: int, **filters: Unpack[ScopeFilters]
 ) -> list[ShortTermMemoryEntry]:
     """Return a user's entries across channels and servers, newest first."""
-    return await _store.list_scope(_k.USER, user_disc_id, **filters)
+    return await _layer.store.list_scope(_k.USER, user_disc_id, **filters)
 
 
 async def get_short_term_memories_for_server(
     server_disc_id: int, **filters: Unpack[ScopeFilters]
 ) -> list[ShortTermMemoryEntry]:
     """Return a server's shared entries (every channel and persona), newest first."""
-    return await _store.list_scope(_k.SERVER, server_disc_id, **filters)
+    return await _layer.store.list_scope(_k.SERVER, server_disc_id, **filters)
 
 
 async def get_short_term_memories_from_other_channels(
@@ -132,7 +138,7 @@ async def get_short_term_memories_from_other_channels(
 def clear_short_term_memory_for_user(user_disc_id: int) -> int:
     """Forget every user-scoped entry of a user (cache and table)."""
     prefix = f"{_k.PREFIX}{_k.USER}:{user_disc_id}:"
-    return _store.delete_scope(
+    return _layer.store.delete_scope(
         OWNER,
         owner_scope_value(_k.USER, user_disc_id),
         DeleteWhere(scope=_k.USER, user_disc_id=user_disc_id),
@@ -143,7 +149,7 @@ def clear_short_term_memory_for_user(user_disc_id: int) -> int:
 def clear_short_term_memory_for_channel(channel_disc_id: int) -> int:
     """Forget every entry of a channel, in every scope and persona."""
     channel = str(channel_disc_id)
-    return _store.delete_scope(
+    return _layer.store.delete_scope(
         CHANNEL,
         channel,
         DeleteWhere(channel_disc_id=channel_disc_id),
@@ -165,15 +171,15 @@ def clear_short_term_memory_for_server_channel(
     """
     if not all_personas:
         key = server_short_term_memory_key(server_disc_id, channel_disc_id, persona_id)
-        return _store.delete_key(key)
+        return _layer.store.delete_key(key)
     base = server_short_term_memory_key(server_disc_id, channel_disc_id)
 
     def shared(key: str) -> bool:
         return key == base or key.startswith(base + ":")
 
     # The channel's index holds every scope's keys: keep the shared ones.
-    return _store.delete_keys(
-        [key for key in _store.channel_keys(channel_disc_id) if shared(key)],
+    return _layer.store.delete_keys(
+        [key for key in _layer.store.channel_keys(channel_disc_id) if shared(key)],
         DeleteWhere(
             scope=_k.SERVER,
             server_disc_id=server_disc_id,
@@ -185,12 +191,12 @@ def clear_short_term_memory_for_server_channel(
 
 def clear_expired_entries() -> int:
     """Drop every expired entry now; return how many (the emergency sweeper)."""
-    return _store.clear_expired()
+    return _layer.store.clear_expired()
 
 
 async def flush_pending_writes() -> None:
     """Wait until every queued durable write is in the table (worker shutdown)."""
-    await _store.writer.flush()
+    await _layer.store.writer.flush()
 
 
 LAYER = Layer(
@@ -207,7 +213,7 @@ LAYER = Layer(
         parse=parse_registry_key,
     ),
     not_fed=NotFed.TURN_WRITTEN,
-    build=_build,
+    build=_layer.build,
     settings=(CAP_SETTING, *TTL_SETTINGS),
     mistaken_for=PopulationSpec(
         "stored short-term memories", population.stored_short_term_memories

@@ -26,7 +26,7 @@ from asgiref.sync import async_to_sync
 
 from caches import bus
 from caches.database import close_thread_connections
-from caches.layers import load_all
+from caches.layers import layer_of, load_all
 from caches.registry import registry
 from tomori import models as m
 
@@ -44,11 +44,14 @@ class Probe:
         return f"{self.layer}:{self.getter.__name__}{self.args}"
 
 
-def probe(
-    layer: str, getter: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
-) -> Probe:
-    """Return the probe `getter(*args, **kwargs)` of the registered layer `layer`."""
-    registry.entry(layer)  # an unknown layer name is an error, never skipped
+def probe(getter: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Probe:
+    """Return the probe `getter(*args, **kwargs)` of the layer `getter` reads.
+
+    The layer is the one the getter belongs to (`caches.layers.layer_of`); a
+    getter of no registered layer is an error, never skipped.
+    """
+    layer = layer_of(getter).name
+    registry.entry(layer)
     return Probe(layer, getter, args, tuple(sorted(kwargs.items())))
 
 

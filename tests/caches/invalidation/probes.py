@@ -10,23 +10,25 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from caches.layers import (
-    channel_llm,
-    channel_prompt,
-    channel_whitelist,
-    emoji_sticker,
-    guild_mcp_config,
-    llm,
-    novelai_subscription,
-    persona_sprite,
-    personal_spotlight,
-    preset_avatar,
-    st_preset,
-    tomori_state,
-    user,
-    webhook,
+from caches.layers.channel_llm import get_cached_channel_llm
+from caches.layers.channel_prompt import get_cached_channel_prompt
+from caches.layers.channel_whitelist import get_cached_whitelist_status
+from caches.layers.emoji_sticker import load_emoji_sticker_cache
+from caches.layers.guild_mcp_config import get_cached_guild_mcp_configs
+from caches.layers.llm import get_llm
+from caches.layers.novelai_subscription import get_cached_novelai_subscription
+from caches.layers.persona_sprite import get_cached_persona_sprites
+from caches.layers.personal_spotlight import get_cached_personal_spotlight_status
+from caches.layers.preset_avatar import get_preset_avatar
+from caches.layers.st_preset import get_cached_st_preset
+from caches.layers.tomori_state import get_cached_tomori_state
+from caches.layers.user import get_cached_blacklist_status, get_cached_user_row
+from caches.layers.webhook import (
+    CreatedWebhook,
+    PersonaIdentity,
+    get_channel_webhook,
+    get_persona_webhook,
 )
-from caches.layers.webhook import CreatedWebhook, PersonaIdentity
 from tests.caches.invalidation.conftest import Probe, probe
 from tomori import models as m
 from tomori.crypto import SecretToken
@@ -34,21 +36,18 @@ from tomori.crypto import SecretToken
 
 def state(server: m.Server) -> Probe:
     """The server's personas and settings (tomori_state)."""
-    return probe(
-        tomori_state.NAME, tomori_state.get_cached_tomori_state, server.server_disc_id
-    )
+    return probe(get_cached_tomori_state, server.server_disc_id)
 
 
 def user_row(row: m.User) -> Probe:
     """The user's row (user)."""
-    return probe(user.NAME, user.get_cached_user_row, row.user_disc_id)
+    return probe(get_cached_user_row, row.user_disc_id)
 
 
 def blacklisted(server: m.Server, row: m.User) -> Probe:
     """Whether the user is blacklisted in the server (user's blacklist answers)."""
     return probe(
-        user.NAME,
-        user.get_cached_blacklist_status,
+        get_cached_blacklist_status,
         server.server_disc_id,
         row.user_disc_id,
     )
@@ -63,8 +62,7 @@ def whitelist(
 ) -> Probe:
     """The whitelist decision of a channel, or of a thread under `parent`."""
     return probe(
-        channel_whitelist.NAME,
-        channel_whitelist.get_cached_whitelist_status,
+        get_cached_whitelist_status,
         server.server_disc_id,
         channel,
         parent_disc_id=parent,
@@ -74,16 +72,13 @@ def whitelist(
 
 def channel_llm_override(server: m.Server, channel: int) -> Probe:
     """The channel's LLM override (channel_llm)."""
-    return probe(
-        channel_llm.NAME, channel_llm.get_cached_channel_llm, server.pk, channel
-    )
+    return probe(get_cached_channel_llm, server.pk, channel)
 
 
 def channel_prompt_override(server: m.Server, channel: int) -> Probe:
     """The channel's prompt override (channel_prompt)."""
     return probe(
-        channel_prompt.NAME,
-        channel_prompt.get_cached_channel_prompt,
+        get_cached_channel_prompt,
         server.pk,
         channel,
     )
@@ -91,21 +86,18 @@ def channel_prompt_override(server: m.Server, channel: int) -> Probe:
 
 def expressions(server: m.Server) -> Probe:
     """The server's stored emojis and stickers (emoji_sticker)."""
-    return probe(emoji_sticker.NAME, emoji_sticker.load_emoji_sticker_cache, server.pk)
+    return probe(load_emoji_sticker_cache, server.pk)
 
 
 def sprites(persona_id: int) -> Probe:
     """The persona's sprites (persona_sprite)."""
-    return probe(
-        persona_sprite.NAME, persona_sprite.get_cached_persona_sprites, persona_id
-    )
+    return probe(get_cached_persona_sprites, persona_id)
 
 
 def spotlight(server: m.Server, row: m.User, channel: int) -> Probe:
     """The user's spotlight in a channel (personal_spotlight, gate included)."""
     return probe(
-        personal_spotlight.NAME,
-        personal_spotlight.get_cached_personal_spotlight_status,
+        get_cached_personal_spotlight_status,
         server.pk,
         row.pk,
         channel,
@@ -114,33 +106,30 @@ def spotlight(server: m.Server, row: m.User, channel: int) -> Probe:
 
 def mcp_configs(server: m.Server) -> Probe:
     """The server's MCP configs (guild_mcp_config)."""
-    return probe(
-        guild_mcp_config.NAME, guild_mcp_config.get_cached_guild_mcp_configs, server.pk
-    )
+    return probe(get_cached_guild_mcp_configs, server.pk)
 
 
 def active_st_preset(server: m.Server) -> Probe:
     """The server's active SillyTavern preset (st_preset)."""
-    return probe(st_preset.NAME, st_preset.get_cached_st_preset, server.pk)
+    return probe(get_cached_st_preset, server.pk)
 
 
 def novelai(server: m.Server) -> Probe:
     """The server's NovelAI subscription (novelai_subscription)."""
     return probe(
-        novelai_subscription.NAME,
-        novelai_subscription.get_cached_novelai_subscription,
+        get_cached_novelai_subscription,
         server.pk,
     )
 
 
 def llm_row(row: m.Llm) -> Probe:
     """One llm (llm, warmed from the whole table)."""
-    return probe(llm.NAME, llm.get_llm, row.pk)
+    return probe(get_llm, row.pk)
 
 
 def preset_avatar_of(preset: m.PresetPersona) -> Probe:
     """A preset persona's avatar (preset_avatar)."""
-    return probe(preset_avatar.NAME, preset_avatar.get_preset_avatar, preset.pk)
+    return probe(get_preset_avatar, preset.pk)
 
 
 class Creator:
@@ -156,8 +145,7 @@ class Creator:
 def channel_webhook(channel: int, server: m.Server | None = None) -> Probe:
     """The channel's shared webhook (webhook; created on a miss if none is stored)."""
     return probe(
-        webhook.NAME,
-        webhook.get_channel_webhook,
+        get_channel_webhook,
         channel,
         create_webhook=Creator(),
         server_id=None if server is None else server.pk,
@@ -169,8 +157,7 @@ def persona_webhook(channel: int, persona: m.Persona) -> Probe:
     persona.refresh_from_db()
     identity = PersonaIdentity(persona.pk, persona.name, persona.avatar_url)
     return probe(
-        webhook.NAME,
-        webhook.get_persona_webhook,
+        get_persona_webhook,
         channel,
         identity,
         create_webhook=Creator(),

@@ -78,7 +78,7 @@ def test_thread_and_channel_checks_do_not_collide(run, guarded):
     server, _ = guarded
     assert not status(run, server, THREAD, role_ids=[]).channel_allowed
     assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[]).allowed
-    assert len(channel_whitelist._cache) == 2
+    assert len(channel_whitelist._layer.cache) == 2
 
 
 def test_role_restriction_and_unknown_roles(run, guarded):
@@ -131,7 +131,7 @@ def test_operator_key_invalidates_the_entry_it_names(run, guarded):
         "channel_whitelist", f"{server.server_disc_id}:{THREAD}:{CHANNEL}:3,5"
     )
     assert registry.invalidate("channel_whitelist", key) == 1
-    assert len(channel_whitelist._cache) == 1
+    assert len(channel_whitelist._layer.cache) == 1
 
 
 def test_role_order_does_not_create_a_second_entry(
@@ -142,7 +142,7 @@ def test_role_order_does_not_create_a_second_entry(
     with django_assert_num_queries(0):
         status(run, server, CHANNEL, role_ids=[2, 3, 1, 1])
         status(run, server, CHANNEL, role_ids=(1, 2, 3))
-    assert len(channel_whitelist._cache) == 1
+    assert len(channel_whitelist._layer.cache) == 1
 
 
 def test_entry_expires_after_ttl(run, guarded, count_calls, clock):
@@ -168,7 +168,7 @@ def test_channel_op_drops_the_channel_and_its_threads_only(run, guarded):
         "channel_whitelist", "channel", server.server_disc_id, CHANNEL
     )
     assert removed == 3
-    assert len(channel_whitelist._cache) == 2
+    assert len(channel_whitelist._layer.cache) == 2
 
 
 def test_invalidating_a_parent_refreshes_its_threads(run, guarded):
@@ -187,7 +187,7 @@ def test_server_op_drops_only_that_server(run, guarded, make_server):
     status(run, server, OTHER, role_ids=[])
     status(run, other, CHANNEL, role_ids=[])
     assert registry.apply("channel_whitelist", "server", server.server_disc_id) == 2
-    assert len(channel_whitelist._cache) == 1
+    assert len(channel_whitelist._layer.cache) == 1
 
 
 def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
@@ -208,22 +208,24 @@ def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
     async def drop_then_read() -> int:
         # 102 answers (the thread's counted once, though under two channels).
         assert channel_whitelist.invalidate_whitelist_cache(disc) == 102
-        assert disc in channel_whitelist._drops.pending
-        assert channel_whitelist._cache.peek(key).channel_allowed  # still resident
+        assert disc in channel_whitelist._layer.drops.pending
+        assert channel_whitelist._layer.cache.peek(
+            key
+        ).channel_allowed  # still resident
         decision = await get_cached_whitelist_status(disc, CHANNEL, role_ids=[])
         assert not decision.channel_allowed  # the table's, never the stale entry
         for _ in range(1000):  # bounded: a drop that never ends fails, not hangs
-            if not channel_whitelist._drops.pending:
+            if not channel_whitelist._layer.drops.pending:
                 break
             await asyncio.sleep(0)
-        assert not channel_whitelist._drops.pending
-        return len(channel_whitelist._cache)
+        assert not channel_whitelist._layer.drops.pending
+        return len(channel_whitelist._layer.cache)
 
     assert run(drop_then_read) == 1  # the other server's answer only
-    assert channel_whitelist._drops.steps >= 102 // 32
+    assert channel_whitelist._layer.drops.steps >= 102 // 32
     # Once the drop is done, answers are cached again.
     assert not status(run, server, CHANNEL, role_ids=[]).channel_allowed
-    assert channel_whitelist._cache.peek(key) is not MISSING
+    assert channel_whitelist._layer.cache.peek(key) is not MISSING
 
 
 def test_unknown_server_allows(run):
@@ -236,7 +238,7 @@ def test_database_error_propagates_and_caches_nothing(run, guarded, db_down):
     db_down(channels_repo, "load_whitelist_decision")
     with pytest.raises(OperationalError):
         status(run, server, CHANNEL, role_ids=[])
-    assert len(channel_whitelist._cache) == 0
+    assert len(channel_whitelist._layer.cache) == 0
 
 
 async def test_stored_keys_share_one_role_set_per_distinct_roles(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -248,7 +250,7 @@ async def test_stored_keys_share_one_role_set_per_distinct_roles(monkeypatch) ->
     monkeypatch.setattr(layer, "run_db", decide)
     await layer.get_cached_whitelist_status(1, 10, role_ids=[3, 2, 1])
     await layer.get_cached_whitelist_status(1, 11, role_ids=(1, 2, 3))
-    keys = layer._cache.keys_in_scope("server", 1)
+    keys = layer._layer.cache.keys_in_scope("server", 1)
     assert len(keys) == 2 and keys[0][3] is keys[1][3] == frozenset({1, 2, 3})
 
 
@@ -262,11 +264,11 @@ def test_a_server_without_role_whitelist_keeps_one_answer_per_channel(
     assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[4]).allowed
     # One load and one "*" entry per channel, whatever the members' roles.
     assert loads.calls == 2
-    assert sorted(channel_whitelist._cache.keys()) == [
+    assert sorted(channel_whitelist._layer.cache.keys()) == [
         (server.server_disc_id, CHANNEL, 0, channel_whitelist.ANY_ROLES),
         (server.server_disc_id, THREAD, CHANNEL, channel_whitelist.ANY_ROLES),
     ]
-    stats = channel_whitelist._cache.stats()
+    stats = channel_whitelist._layer.cache.stats()
     assert (stats["hits"], stats["misses"]) == (3, 2)  # one count per question
     # The thread's "*" entry belongs to its parent channel's scope too.
     assert (
@@ -281,7 +283,7 @@ def test_a_server_with_a_role_whitelist_keeps_answers_per_role_set(run, guarded)
     assert status(run, server, CHANNEL, role_ids=[7]).allowed is True
     assert status(run, server, CHANNEL, role_ids=[8]).allowed is False
     assert status(run, server, CHANNEL, role_ids=[7]).allowed is True  # a hit
-    stored = channel_whitelist._cache.keys()
+    stored = channel_whitelist._layer.cache.keys()
     assert {key[3] for key in stored} == {frozenset({7}), frozenset({8})}
 
 
@@ -297,7 +299,7 @@ async def test_an_answer_dropped_during_its_load_is_not_kept_under_any_roles(
     monkeypatch.setattr(layer, "run_db", decide)
     decision = await layer.get_cached_whitelist_status(1, 10, role_ids=[3])
     assert not decision.restricts_by_role
-    assert len(layer._cache) == 0
+    assert len(layer._layer.cache) == 0
 
 
 async def test_a_stale_load_does_not_move_a_newer_answer_to_any_roles(
@@ -333,4 +335,4 @@ async def test_a_stale_load_does_not_move_a_newer_answer_to_any_roles(
     gates[0].set()
     assert not (await stale).restricts_by_role  # its caller gets what it read
     # The newer, role-restricted answer stays under its role set only.
-    assert layer._cache.keys() == [(1, 10, 0, frozenset({1}))]
+    assert layer._layer.cache.keys() == [(1, 10, 0, frozenset({1}))]

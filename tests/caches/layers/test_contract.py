@@ -44,6 +44,7 @@ from caches.layers import (
     persona_sprite_message,
     personal_spotlight,
     preset_avatar,
+    short_term_memory,
     st_preset,
     tomori_state,
     user,
@@ -296,24 +297,26 @@ class Case:
 
 CLEAR, PRESERVE = EmergencyPolicy.CLEAR, EmergencyPolicy.PRESERVE
 
+#: Each layer's case, by the name its module declares (none typed here).
+
 CASES: dict[str, Case] = {
-    "tomori_state": Case(CLEAR, True, "123", 123, _tomori_state),
-    "user": Case(CLEAR, True, "5:*", (5, "*"), _user),
-    "emoji_sticker": Case(CLEAR, True, "7", 7, _emoji_sticker),
-    "channel_whitelist": Case(
+    tomori_state.NAME: Case(CLEAR, True, "123", 123, _tomori_state),
+    user.NAME: Case(CLEAR, True, "5:*", (5, "*"), _user),
+    emoji_sticker.NAME: Case(CLEAR, True, "7", 7, _emoji_sticker),
+    channel_whitelist.NAME: Case(
         CLEAR, True, "1:22:3:9,4", (1, 22, 3, frozenset({4, 9})), _channel_whitelist
     ),
-    "channel_llm": Case(CLEAR, True, "1:22", (1, 22), _channel_llm),
-    "channel_prompt": Case(CLEAR, True, "1:22", (1, 22), _channel_prompt),
-    "persona_sprite": Case(CLEAR, True, "8", 8, _persona_sprite),
-    "persona_sprite_message": Case(CLEAR, False, "42", 42, _persona_sprite_message),
-    "personal_spotlight": Case(CLEAR, True, "1:2:3", (1, 2, 3), _personal_spotlight),
-    "guild_mcp_config": Case(CLEAR, True, "7", 7, _guild_mcp_config),
-    "st_preset": Case(CLEAR, True, "7", 7, _st_preset),
-    "novelai_subscription": Case(CLEAR, True, "7", 7, _novelai_subscription),
-    "llm": Case(PRESERVE, True, "3", 3, _llm, fill="warmed"),
-    "preset_avatar": Case(CLEAR, True, "4", 4, _preset_avatar),
-    "gemini_capability": Case(
+    channel_llm.NAME: Case(CLEAR, True, "1:22", (1, 22), _channel_llm),
+    channel_prompt.NAME: Case(CLEAR, True, "1:22", (1, 22), _channel_prompt),
+    persona_sprite.NAME: Case(CLEAR, True, "8", 8, _persona_sprite),
+    persona_sprite_message.NAME: Case(CLEAR, False, "42", 42, _persona_sprite_message),
+    personal_spotlight.NAME: Case(CLEAR, True, "1:2:3", (1, 2, 3), _personal_spotlight),
+    guild_mcp_config.NAME: Case(CLEAR, True, "7", 7, _guild_mcp_config),
+    st_preset.NAME: Case(CLEAR, True, "7", 7, _st_preset),
+    novelai_subscription.NAME: Case(CLEAR, True, "7", 7, _novelai_subscription),
+    llm.NAME: Case(PRESERVE, True, "3", 3, _llm, fill="warmed"),
+    preset_avatar.NAME: Case(CLEAR, True, "4", 4, _preset_avatar),
+    gemini_capability.NAME: Case(
         PRESERVE,
         False,
         "Models/Gemini-2.5-Pro",
@@ -321,7 +324,7 @@ CASES: dict[str, Case] = {
         _static(gemini_capability.get_gemini_token_limits),
         bad_key=" ",
     ),
-    "novelai_capability": Case(
+    novelai_capability.NAME: Case(
         PRESERVE,
         False,
         "kayra-v1",
@@ -329,13 +332,15 @@ CASES: dict[str, Case] = {
         _static(novelai_capability.get_novelai_token_limits),
         bad_key=" ",
     ),
-    "markdown_table": Case(CLEAR, False, "123", 123, _markdown_table, fill="written"),
-    "voice_transcript": Case(
+    markdown_table.NAME: Case(
+        CLEAR, False, "123", 123, _markdown_table, fill="written"
+    ),
+    voice_transcript.NAME: Case(
         CLEAR, False, "123", 123, _voice_transcript, fill="written"
     ),
-    "webhook": Case(CLEAR, True, "55", 55, _webhook),
-    "webhook_identity": Case(CLEAR, True, "77", 77, _webhook_identity),
-    "short_term_memory": Case(
+    webhook.NAME: Case(CLEAR, True, "55", 55, _webhook),
+    webhook_identity.NAME: Case(CLEAR, True, "77", 77, _webhook_identity),
+    short_term_memory.NAME: Case(
         EmergencyPolicy.EXPIRED_ONLY,
         False,
         "shortterm:user:11:22:3",

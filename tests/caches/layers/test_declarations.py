@@ -12,19 +12,25 @@ from caches.layers import (
     declared,
     declared_layers,
     layer_modules,
+    layer_of,
     layers_reading,
+    st_preset,
     tomori_state,
     user,
 )
+from caches.layers._maps import LayerMaps, LayerNotBuilt
 from caches.layers._support import knob
 from caches.layers.declaration import (
     KeyShape,
     Layer,
-    LayerNotBuilt,
     UndeclaredSettingError,
-    unbuilt,
 )
-from caches.registry import CacheRegistry, EmergencyPolicy, registry
+from caches.registry import (
+    CacheRegistry,
+    EmergencyPolicy,
+    UnknownCacheError,
+    registry,
+)
 from tomori.bot.pipeline import PIPELINE_LAYERS
 from tomori.bot.pipeline.discord_events import guild_events
 from tomori.knobs import knobs  # noqa: F401
@@ -57,10 +63,10 @@ def test_the_built_registry_holds_every_declared_layer_and_nothing_else() -> Non
 
 def test_building_makes_new_empty_caches() -> None:
     registry.get("user").set(1, None)  # type: ignore[attr-defined]
-    before = user._cache
+    before = user._layer.cache
     build_registry()
-    assert user._cache is not before and len(registry.get("user")) == 0
-    assert registry.get("user") is user._cache
+    assert user._layer.cache is not before and len(registry.get("user")) == 0
+    assert registry.get("user") is user._layer.cache
 
 
 @pytest.mark.parametrize(
@@ -164,8 +170,30 @@ def test_a_build_may_read_only_declared_settings() -> None:
 
 
 def test_an_unbuilt_layer_says_so() -> None:
+    unbuilt = type(user._layer)("user", cap=user.CAP_SETTING, ttl=user.TTL_SETTING)
     with pytest.raises(LayerNotBuilt, match="'user'.*build_registry"):
-        unbuilt("user").get(1)
+        unbuilt.cache.get(1)
+
+
+def test_a_misspelt_attribute_of_a_layer_object_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="chache"):
+        user._layer.chache  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_every_layer_module_reads_its_maps_from_the_object_its_build_fills() -> None:
+    for layer in declared_layers().values():
+        owner = getattr(layer.build, "__self__", None)
+        assert isinstance(owner, LayerMaps), layer.name
+        assert owner.name == layer.name
+        # Built, its class has no __getattr__: map reads stay plain slot reads.
+        assert not hasattr(type(owner), "__getattr__"), layer.name
+
+
+def test_a_read_function_names_its_layer() -> None:
+    assert layer_of(tomori_state.get_cached_tomori_state) is tomori_state.LAYER
+    assert layer_of(st_preset.get_cached_st_preset) is st_preset.LAYER  # a method
+    with pytest.raises(UnknownCacheError, match="builtins"):
+        layer_of(len)
 
 
 def test_an_operation_must_exist_when_it_is_bound() -> None:

@@ -146,7 +146,7 @@ def test_database_error_on_load_propagates_and_caches_nothing(
     db_down(expressions_repo, "load_stored_expressions")
     with pytest.raises(OperationalError):
         run(load_emoji_sticker_cache, server.id)
-    assert len(emoji_sticker._cache) == 0
+    assert len(emoji_sticker._layer.cache) == 0
 
 
 def test_needs_sync_rules():

@@ -52,7 +52,7 @@ def test_mcp_failed_reload_serves_the_old_entry_as_stale(
     db_down(integrations_repo, "list_guild_mcp_configs")
     stale = run(get_cached_guild_mcp_configs, server.id)
     assert stale.provenance == "stale" and stale.configs == fresh.configs
-    assert len(guild_mcp_config._fresh) == 0
+    assert len(guild_mcp_config._layer.fresh) == 0
     assert registry.stats()["guild_mcp_config"]["members"] == {
         "primary": 0,
         "last_good": 1,
@@ -63,7 +63,7 @@ def test_mcp_failed_first_load_is_unavailable(run, server, db_down):
     db_down(integrations_repo, "list_guild_mcp_configs")
     got = run(get_cached_guild_mcp_configs, server.id)
     assert got.provenance == "unavailable" and got.configs == ()
-    assert len(guild_mcp_config._cache) == 0
+    assert len(guild_mcp_config._layer.cache) == 0
 
 
 def test_mcp_key_op_reloads_new_tool_names(run, server, mcp):

@@ -30,7 +30,7 @@ async def test_llm_warm_racing_a_commit_does_not_keep_the_old_row(monkeypatch): 
         return rows
 
     monkeypatch.setattr(llms_repo, "list_llms", slow)
-    llm_layer._cache.clear()
+    llm_layer._layer.cache.clear()
     warm = asyncio.ensure_future(llm_layer.ensure_llm_cache())
     await asyncio.to_thread(read_done.wait, 5)
 

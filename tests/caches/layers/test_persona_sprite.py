@@ -64,7 +64,7 @@ def test_database_error_propagates_and_caches_nothing(run, persona, db_down):
     db_down(sprites_repo, "list_persona_sprites")
     with pytest.raises(OperationalError):
         run(get_cached_persona_sprites, persona.id)
-    assert len(persona_sprite._cache) == 0
+    assert len(persona_sprite._layer.cache) == 0
 
 
 def test_prompt_sprites_are_capped(run, persona, settings):

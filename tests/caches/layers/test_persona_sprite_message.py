@@ -68,19 +68,19 @@ def test_prime_loads_uncached_ids_in_one_query(run, persona, django_assert_num_q
 def test_prime_seeds_nothing_on_a_database_error(run, db_down):
     db_down(sprites_repo, "get_sprite_messages")
     assert run(prime_persona_sprite_message_records, [1, 2]) == 0
-    assert len(layer._cache) == 0
+    assert len(layer._layer.cache) == 0
 
 
 def test_lookup_caches_nothing_on_a_database_error(run, db_down):
     db_down(sprites_repo, "get_sprite_messages")
     assert run(get_cached_persona_sprite_message, 1) is None
-    assert layer._cache.get(1) is MISSING
+    assert layer._layer.cache.get(1) is MISSING
 
 
 def test_entries_expire_to_bound_memory(run, clock):
     run(get_cached_persona_sprite_message, 9)
     clock.advance(TTL + 1)
-    assert len(layer._cache) == 0
+    assert len(layer._layer.cache) == 0
 
 
 def test_layer_is_not_invalidatable():
@@ -118,4 +118,4 @@ def test_failed_write_raises_and_seeds_nothing(run, persona, db_down):
     db_down(sprites_repo, "sprite_message_create")
     with pytest.raises(OperationalError):
         record(run, persona, 1)
-    assert len(layer._cache) == 0
+    assert len(layer._layer.cache) == 0

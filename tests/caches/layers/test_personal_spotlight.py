@@ -55,7 +55,8 @@ def test_miss_is_cached_as_none(run, spotlit, django_assert_num_queries):
     server, user, _ = spotlit
     assert status(run, server.id, user.id, CHANNEL + 1) is None
     assert (
-        layer._results.get(spotlight_cache_key(server.id, user.id, CHANNEL + 1)) is None
+        layer._layer.results.get(spotlight_cache_key(server.id, user.id, CHANNEL + 1))
+        is None
     )
     with django_assert_num_queries(0):
         assert status(run, server.id, user.id, CHANNEL + 1) is None
@@ -75,8 +76,8 @@ def test_server_without_spotlights_creates_no_result_entries(
 
     with django_assert_num_queries(1):  # the gate's one query
         assert run(every_user_in_every_channel) == {None}
-    assert len(layer._results) == 0
-    assert len(layer._gate) == 1
+    assert len(layer._layer.results) == 0
+    assert len(layer._layer.gate) == 1
 
 
 def test_gate_entries_count_in_the_layer_size(run, spotlit, make_server):
@@ -86,7 +87,7 @@ def test_gate_entries_count_in_the_layer_size(run, spotlit, make_server):
     assert registry.sizes()["personal_spotlight"] == 3
     stats = registry.stats()["personal_spotlight"]
     assert stats["members"] == {"primary": 1, "gate": 2}
-    assert stats["cap"] == layer._results.maxsize + layer._gate.maxsize
+    assert stats["cap"] == layer._layer.results.maxsize + layer._layer.gate.maxsize
     assert registry.clear("personal_spotlight") == 3
 
 
@@ -99,16 +100,16 @@ def test_result_cap_holds_under_100k_triples(run, monkeypatch):
 
     monkeypatch.setattr(layer, "_load_status", no_spotlight)
     monkeypatch.setattr(layer, "_server_has_spotlights", has_spotlights)
-    cap = layer._results.maxsize
+    cap = layer._layer.results.maxsize
 
     async def flood() -> None:
         for i in range(100_000):
             await get_cached_personal_spotlight_status(1, i // 10, i % 10)
-            assert len(layer._results) <= cap
+            assert len(layer._layer.results) <= cap
 
     run(flood)
-    assert len(layer._results) == cap
-    assert layer._results.stats()["evictions"] == 100_000 - cap
+    assert len(layer._layer.results) == cap
+    assert layer._layer.results.stats()["evictions"] == 100_000 - cap
 
 
 def test_repository_status_query_deletes_expired_rows_first(spotlit, make_user):
@@ -132,10 +133,12 @@ def test_expired_cached_result_is_not_served(run, spotlit):
     server, user, persona = spotlit
     key = spotlight_cache_key(server.id, user.id, CHANNEL)
     past = timezone.now() - timedelta(seconds=1)
-    layer._gate.set(server.id, True)
-    layer._results.set(key, SpotlightRecord(persona_id=persona.id, expires_at=past))
+    layer._layer.gate.set(server.id, True)
+    layer._layer.results.set(
+        key, SpotlightRecord(persona_id=persona.id, expires_at=past)
+    )
     assert status(run, server.id, user.id, CHANNEL) is None
-    assert layer._results.get(key) is MISSING
+    assert layer._layer.results.get(key) is MISSING
 
 
 def test_gate_and_results_expire(run, spotlit, count_calls, clock):
@@ -175,8 +178,8 @@ def test_invalidation_matches_ids_exactly(run, spotlit):
         "personal_spotlight", "spotlight", server.id, user.id, CHANNEL
     )
     assert removed == 2  # the gate and the one exact triple
-    assert len(layer._results) == 3
-    assert layer._gate.get(server.id) is MISSING
+    assert len(layer._layer.results) == 3
+    assert layer._layer.gate.get(server.id) is MISSING
 
 
 def test_invalidation_by_user_or_server(run, spotlit, make_server):
@@ -188,7 +191,7 @@ def test_invalidation_by_user_or_server(run, spotlit, make_server):
     status(run, other_server.id, user.id, 1)
     assert layer.invalidate_personal_spotlight_cache(server.id, user.id) == 3
     assert layer.invalidate_personal_spotlight_cache(server.id) == 1
-    assert len(layer._gate) == 1  # the other server's gate is untouched
+    assert len(layer._layer.gate) == 1  # the other server's gate is untouched
 
 
 def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
@@ -197,11 +200,11 @@ def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
     server, user, persona = spotlit
     assert status(run, server.id, user.id, CHANNEL).persona_id == persona.id
     for other in range(300):  # other users' cached "no spotlight" results
-        layer._results.set(
+        layer._layer.results.set(
             spotlight_cache_key(server.id, 10_000 + other, CHANNEL), None
         )
     elsewhere = spotlight_cache_key(server.id + 1, user.id, CHANNEL)
-    layer._results.set(elsewhere, None)
+    layer._layer.results.set(elsewhere, None)
     # The row changes without a commit, so nothing invalidates: the cache is stale.
     second = make_persona(server)
     spotlight_repo.personal_spotlight_set(
@@ -216,24 +219,24 @@ def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
     async def drop_then_read() -> tuple[int, int]:
         # The gate and 301 results, answered at once; the results go in steps.
         assert layer.invalidate_personal_spotlight_cache(server.id) == 302
-        layer._gate.set(server.id, True)  # as another reader would reload it
-        assert server.id in layer._drops.pending
-        assert layer._results.peek(key).persona_id == persona.id  # still resident
+        layer._layer.gate.set(server.id, True)  # as another reader would reload it
+        assert server.id in layer._layer.drops.pending
+        assert layer._layer.results.peek(key).persona_id == persona.id  # still resident
         read = await get_cached_personal_spotlight_status(server.id, user.id, CHANNEL)
         assert read.persona_id == second.id  # the table's, never the stale entry
         for _ in range(1000):  # bounded: a drop that never ends fails, not hangs
-            if not layer._drops.pending:
+            if not layer._layer.drops.pending:
                 break
             await asyncio.sleep(0)
-        assert not layer._drops.pending
-        return len(layer._results), layer._drops.steps
+        assert not layer._layer.drops.pending
+        return len(layer._layer.results), layer._layer.drops.steps
 
     resident, steps = run(drop_then_read)
     assert resident == 1 and steps >= 301 // 64  # the other server's result only
-    assert layer._results.peek(elsewhere) is None
+    assert layer._layer.results.peek(elsewhere) is None
     # Once the drop is done, reads are cached again.
     assert status(run, server.id, user.id, CHANNEL).persona_id == second.id
-    assert layer._results.peek(spotlight_cache_key(server.id, user.id, CHANNEL))
+    assert layer._layer.results.peek(spotlight_cache_key(server.id, user.id, CHANNEL))
 
 
 def test_database_error_caches_nothing(run, spotlit, db_down):
@@ -243,4 +246,4 @@ def test_database_error_caches_nothing(run, spotlit, db_down):
 
     with pytest.raises(OperationalError):
         status(run, server.id, user.id, CHANNEL)
-    assert len(layer._results) == 0
+    assert len(layer._layer.results) == 0

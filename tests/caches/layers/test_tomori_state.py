@@ -75,7 +75,7 @@ def test_server_without_personas_is_not_cached(run, make_server):
     server = make_server()
     state = run(get_cached_tomori_state, server.server_disc_id)
     assert state is not None and state.personas == () and state.main_persona is None
-    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+    assert tomori_state._layer.cache.get(server.server_disc_id) is MISSING
 
 
 def test_server_without_main_persona_is_not_cached(run, make_server, make_persona):
@@ -83,7 +83,7 @@ def test_server_without_main_persona_is_not_cached(run, make_server, make_person
     make_persona(server, name="Only an alter")
     assert run(get_cached_main_persona, server.server_disc_id) is None
     assert len(run(get_cached_all_personas, server.server_disc_id)) == 1
-    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+    assert tomori_state._layer.cache.get(server.server_disc_id) is MISSING
 
 
 def test_tool_use_disabled_personas_report_no_tool_support(run, make_configured_server):
@@ -124,7 +124,10 @@ def test_database_error_without_entry_answers_empty_and_is_remembered(run, db_do
     db_down(servers_repo, "load_tomori_state_rows")
     assert run(get_cached_tomori_state, 55) is None
     assert run(get_cached_all_personas, 55) == ()
-    assert len(tomori_state._fresh) == 0 and tomori_state._cache.stale(55) is MISSING
+    assert (
+        len(tomori_state._layer.fresh) == 0
+        and tomori_state._layer.cache.stale(55) is MISSING
+    )
     error = tomori_state_database_error(55)
     assert error is not None and "OperationalError" in error
     assert tomori_state_database_error(56) is None  # another server: not configured
@@ -138,7 +141,7 @@ def test_database_error_serves_the_stale_entry(
     clock.advance(TTL + 1)
     db_down(servers_repo, "load_tomori_state_rows")
     assert run(get_cached_tomori_state, server.server_disc_id) is before
-    assert tomori_state._cache.get(server.server_disc_id) is MISSING
+    assert tomori_state._layer.cache.get(server.server_disc_id) is MISSING
     assert tomori_state_database_error(server.server_disc_id) is not None
 
 
@@ -263,7 +266,7 @@ async def test_sizes_count_last_good_copies_and_errors(monkeypatch):
     assert registry.sizes()["tomori_state"] == 3
     stats = registry.stats()["tomori_state"]
     assert stats["members"] == {"primary": 1, "last_good": 1, "errors": 1}
-    assert stats["size"] == 3 and stats["cap"] == 3 * tomori_state._fresh.maxsize
+    assert stats["size"] == 3 and stats["cap"] == 3 * tomori_state._layer.fresh.maxsize
     assert registry.clear("tomori_state") == 3
 
 
@@ -272,17 +275,17 @@ async def test_hit_reaches_no_loader_and_counts_once(monkeypatch):
         return tomori_rows(server_disc_id)
 
     monkeypatch.setattr(tomori_state, "run_db", read)
-    tomori_state._fresh.reset_stats()
+    tomori_state._layer.fresh.reset_stats()
     state = await get_cached_tomori_state(5)
 
     def no_load(*_args, **_kwargs):
         raise AssertionError("a hit must not build or run a loader")
 
-    monkeypatch.setattr(tomori_state._cache, "get_or_load", no_load)
-    monkeypatch.setattr(tomori_state._fresh, "get_or_load", no_load)
+    monkeypatch.setattr(tomori_state._layer.cache, "get_or_load", no_load)
+    monkeypatch.setattr(tomori_state._layer.fresh, "get_or_load", no_load)
     monkeypatch.setattr(_support.StaleFallbackCache, "_remembering", no_load)
     assert await get_cached_tomori_state(5) is state
     assert await get_cached_main_persona(5) is state.main_persona
     assert await get_cached_all_personas(5) == state.personas
-    stats = tomori_state._fresh.stats()
+    stats = tomori_state._layer.fresh.stats()
     assert (stats["hits"], stats["misses"], stats["loads"]) == (3, 1, 1)

@@ -33,7 +33,7 @@ def test_miss_loads_the_row_and_hit_runs_no_query(
 
 def test_unknown_user_is_a_negative_entry(run, django_assert_num_queries):
     assert run(get_cached_user_row, 77) is None
-    assert user_layer._cache.get(77) is None  # cached, not MISSING
+    assert user_layer._layer.cache.get(77) is None  # cached, not MISSING
     with django_assert_num_queries(0):
         assert run(get_cached_user_row, 77) is None
         assert run(get_cached_privacy_level, 77) == PrivacyLevel.STANDARD
@@ -98,7 +98,7 @@ def test_a_server_keeps_one_blacklist_whatever_its_members(
     ]
     # One load and one entry per server: its set of blacklisted users.
     assert calls.calls == 2
-    cache = user_layer._cache
+    cache = user_layer._layer.cache
     assert cache.peek(user_layer.blacklist_cache_key(banned_in.server_disc_id)) == {
         users[0].user_disc_id
     }
@@ -127,7 +127,7 @@ def test_operator_keys_name_a_row_or_a_servers_blacklist(run, make_user, make_se
     server_id, user_id = server.server_disc_id, row.user_disc_id
     run(get_cached_blacklist_status, server_id, user_id)
     key = user_layer.blacklist_cache_key(server_id)
-    assert key == (server_id, "*") and user_layer._cache.get(key) == frozenset()
+    assert key == (server_id, "*") and user_layer._layer.cache.get(key) == frozenset()
     # "server:*" names the blacklist; "server:user" the same one (its answer).
     assert registry.parse_key("user", f"{server_id}:*") == key
     assert registry.parse_key("user", f"{server_id}:{user_id}") == key
@@ -150,7 +150,7 @@ def test_blacklist_server_op_drops_that_server_for_every_user(
         run(get_cached_blacklist_status, a.server_disc_id, u.user_disc_id)
         run(get_cached_blacklist_status, b.server_disc_id, u.user_disc_id)
     assert registry.apply("user", "blacklist_server", a.server_disc_id) == 1
-    cache = user_layer._cache
+    cache = user_layer._layer.cache
     key = user_layer.blacklist_cache_key
     assert cache.get(key(a.server_disc_id)) is MISSING
     assert cache.get(key(b.server_disc_id)) == frozenset()
@@ -164,7 +164,7 @@ async def test_a_blacklist_changed_during_its_load_is_not_kept(monkeypatch) -> N
 
     monkeypatch.setattr(user_layer, "run_db", stale_read)
     assert not await get_cached_blacklist_status(1, 5)
-    assert len(user_layer._cache) == 0
+    assert len(user_layer._layer.cache) == 0
 
 
 def test_invalidate_user_cache_keeps_the_servers_blacklists(
@@ -174,7 +174,7 @@ def test_invalidate_user_cache_keeps_the_servers_blacklists(
     run(get_cached_user_row, row.user_disc_id)
     run(get_cached_blacklist_status, server.server_disc_id, row.user_disc_id)
     assert invalidate_user_cache(row.user_disc_id) == 1
-    assert len(user_layer._cache) == 1
+    assert len(user_layer._layer.cache) == 1
 
 
 def test_database_error_fails_closed_and_caches_nothing(run, make_user, db_down):

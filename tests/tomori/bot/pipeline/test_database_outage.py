@@ -78,17 +78,17 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     warm = await bot.speak(guild, user, channel)
     assert warm is not None and warm.outcome is Outcome.OK and not warm.db_failures
 
-    before = tomori_state._fresh.peek(guild)
+    before = tomori_state._layer.fresh.peek(guild)
 
     proxied.refuse()
     await asyncio.to_thread(_set_temperature, guild, 0.25)
-    assert tomori_state._fresh.peek(guild) is MISSING  # the invalidation arrived
+    assert tomori_state._layer.fresh.peek(guild) is MISSING  # the invalidation arrived
 
     during = await bot.speak(guild, user, channel)
     assert during is not None and during.outcome is Outcome.OK
     assert during.stale_layers == ("tomori_state",)
     assert "tomori_state" in during.db_failures
-    assert tomori_state._cache.stale(guild) is before  # served: the last good
+    assert tomori_state._layer.cache.stale(guild) is before  # served: the last good
     assert registry.stats()["tomori_state"]["stale_entries"] == 1
 
     unseen = await bot.speak(guild, newcomer, channel)  # blacklist fails closed
@@ -105,7 +105,7 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     after = await bot.speak(guild, user, channel)
     assert after is not None and after.outcome is Outcome.OK
     assert not after.stale_layers and not after.db_failures
-    assert tomori_state._fresh.peek(guild).temperature == 0.25  # the saved value
+    assert tomori_state._layer.fresh.peek(guild).temperature == 0.25  # the saved value
     assert registry.stats()["tomori_state"]["stale_entries"] == 0
 
     with caplog.at_level(logging.WARNING, logger="caches.db_outage"):

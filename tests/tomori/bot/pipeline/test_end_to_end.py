@@ -7,6 +7,13 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from caches.layers import (
+    layer_names,
+    markdown_table,
+    novelai_subscription,
+    persona_sprite_message,
+    voice_transcript,
+)
 from caches.registry import registry
 from tests.tomori.bot.pipeline.conftest import Bot
 from tomori import models as m
@@ -16,12 +23,16 @@ pytestmark = pytest.mark.e2e
 
 #: Pipeline layers a turn reads only when the history or the model calls for
 #: them (checked apart); every OK guild turn reads the others.
-CONDITIONAL = {
-    "novelai_subscription",
-    "persona_sprite_message",
-    "voice_transcript",
-    "markdown_table",
-}
+CONDITIONAL = set(
+    layer_names(
+        (
+            novelai_subscription.LAYER,
+            persona_sprite_message.LAYER,
+            voice_transcript.LAYER,
+            markdown_table.LAYER,
+        )
+    )
+)
 ALWAYS_READ = tuple(name for name in PIPELINE_LAYERS if name not in CONDITIONAL)
 
 
@@ -80,7 +91,7 @@ async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
     after = hits()
     expected = set(ALWAYS_READ)
     if any(t is not None and t.llm_provider == "novelai" for t in repeated):
-        expected.add("novelai_subscription")
+        expected.add(novelai_subscription.NAME)
     assert {name for name in expected if after[name] <= before[name]} == set()
     assert first.active_persona == again.active_persona == persona
     assert again.spotlight_persona_id is not None
