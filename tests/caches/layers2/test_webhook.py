@@ -357,6 +357,8 @@ def test_runbot_reports_rows_under_missing_keys_at_start_up(
     from django.core.management import call_command
 
     class NoWorker:
+        worker_id = "no-worker"
+
         def __init__(self, options: object) -> None:
             pass
 
