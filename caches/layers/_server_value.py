@@ -27,6 +27,7 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
+from tomori.knobs import Knob
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -69,8 +70,9 @@ class ServerValueLayer(OneMap[int, R]):
         load: Callable[[int], R],
         description: str,
         phrase: Callable[[int], str],
-        population: PopulationSpec,
         feeds: tuple[Feed, ...],
+        population: PopulationSpec | None = None,
+        knobs: tuple[Knob, ...] = (),
     ) -> None:
         super().__init__(name, cap=cap_setting, ttl=ttl_setting)
         self._load = load
@@ -83,6 +85,7 @@ class ServerValueLayer(OneMap[int, R]):
             feeds=feeds,
             build=self.build,
             settings=(cap_setting, ttl_setting),
+            knobs=knobs,
             mistaken_for=population,
             reload=lambda key: run_db(load, key),
         )
