@@ -16,23 +16,23 @@ from caches.layers.declaration import KeyShape, Layer, LayerSettings
 from caches.registry import CacheRegistry, EmergencyPolicy
 from tomori.management.commands.settings_doc import rendered_doc
 
-CAP = "GUILD_BANNER_CACHE_MAX_ENTRIES"
-TTL = "GUILD_BANNER_CACHE_TTL_MINUTES"
+CAP = "OWN_KNOB_PROBE_CACHE_MAX_ENTRIES"
+TTL = "OWN_KNOB_PROBE_CACHE_TTL_MINUTES"
 
 
 def _build(config: LayerSettings):  # type: ignore[no-untyped-def]
-    return config.cache("guild_banner", cap=CAP, ttl=config.minutes(TTL))
+    return config.cache("own_knob_probe", cap=CAP, ttl=config.minutes(TTL))
 
 
 BANNER = Layer(
-    name="guild_banner",
-    description="A guild's banner (a test layer).",
+    name="own_knob_probe",
+    description="A layer that exists only in this test.",
     policy=EmergencyPolicy.CLEAR,
     key=KeyShape(help="server_id", parse=parse_int),
     build=_build,
     knobs=(
-        layer_cap(CAP, 500, "guild banner cache"),
-        layer_minutes(TTL, 10, "How long a guild's banner is served."),
+        layer_cap(CAP, 500, "probe cache"),
+        layer_minutes(TTL, 10, "How long a probe entry is served."),
     ),
     not_fed=None,
 )
@@ -41,6 +41,7 @@ BANNER = Layer(
 @pytest.fixture
 def banner() -> Iterator[Layer]:
     layers_pkg.declared_layers()  # load the real ones first
+    assert BANNER.name not in layers_pkg._declared  # never shadow a real layer
     layers_pkg._declared[BANNER.name] = BANNER
     yield BANNER
     del layers_pkg._declared[BANNER.name]
@@ -79,4 +80,4 @@ def test_a_malformed_own_knob_stops_start_up_naming_the_variable(
 def test_the_settings_doc_lists_an_own_knob_and_its_layer(banner: Layer) -> None:
     doc = rendered_doc()
     row = next(line for line in doc.splitlines() if f"`{CAP}`" in line)
-    assert "`500`" in row and "guild_banner" in row
+    assert "`500`" in row and "own_knob_probe" in row
