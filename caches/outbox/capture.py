@@ -235,11 +235,10 @@ def postgres_statements(src: Source) -> list[str]:
     for op, verb in OPS.items():
         name = f"{PREFIX}{src.table}_{op}"
         union = " UNION ALL ".join(_event_rows(d, src, op, "o", "n"))
-        body = (
-            f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) "
-            f"SELECT now(), {PG_ORIGIN}, jsonb_agg(ev), txid_current() FROM ("
+        body = _pg_insert(
             f"SELECT ev, (row_number() OVER () - 1) / {CHUNK} AS chunk FROM ("
-            f"SELECT DISTINCT ev FROM ({union}) AS e) AS d) AS c GROUP BY chunk"
+            f"SELECT DISTINCT ev FROM ({union}) AS e) AS d",
+            group="chunk",
         )
         refs = {
             "ins": "NEW TABLE AS n_rows",
@@ -252,12 +251,19 @@ def postgres_statements(src: Source) -> list[str]:
         "jsonb_build_array()) AS ev"
         for layer in {layer.name: layer for layer, _, _ in src.feeds}.values()
     )
-    body = (
-        f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) "
-        f"SELECT now(), {PG_ORIGIN}, jsonb_agg(ev), txid_current() FROM ({everything}) e"
-    )
+    body = _pg_insert(everything)
     out += _pg_trigger(f"{PREFIX}{src.table}_trn", table, "TRUNCATE", "", body)
     return out
+
+
+def _pg_insert(events: str, *, group: str | None = None) -> str:
+    """Return the INSERT storing the `ev` column of `events` as outbox rows."""
+    grouped = f" GROUP BY {group}" if group else ""
+    return (
+        f"INSERT INTO {OUTBOX} (created_at, origin, events, tx) "
+        f"SELECT now(), {PG_ORIGIN}, jsonb_agg(ev), txid_current() "
+        f"FROM ({events}) AS c{grouped}"
+    )
 
 
 def _pg_trigger(name: str, table: str, verb: str, refs: str, body: str) -> list[str]:

@@ -6,7 +6,6 @@ import asyncio
 import logging
 from typing import Any
 
-import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -15,6 +14,7 @@ from caches.consistency import ConsistencyWatcher
 from caches.core import MISSING, FakeClock
 from caches.layers import tomori_state
 from caches.registry import registry
+from tests.support.outside import outside_client
 from tomori import models as m
 
 BOUND = 2.0
@@ -31,16 +31,8 @@ def guild(name: str) -> tuple[int, int]:
 
 def _outside_rename(persona_id: int, name: str) -> None:
     """Rename a persona from a second client: no Django, no signal, no invalidation."""
-    params = connection.settings_dict
     with (
-        psycopg.connect(
-            host=params["HOST"] or "127.0.0.1",
-            port=int(params["PORT"] or 5432),
-            user=params["USER"] or "postgres",
-            password=params["PASSWORD"] or None,
-            dbname=params["NAME"],
-            autocommit=True,
-        ) as outside,
+        outside_client() as outside,
         outside.transaction(),
     ):  # BEGIN ... COMMIT, with another statement
         # No trigger of ours fires for this session: whatever records changes

@@ -7,15 +7,14 @@ import signal
 import time
 from collections import Counter
 
-import psycopg
 import pytest
 from django.db import connection
 
 from caches.core import finite_json
+from tests.caches.consistency.conftest import start_watched_bot
+from tests.support.outside import outside_client
 from tests.tomori.bot.worker.conftest import BotProcess
-from tomori.bot.demo import seed_world
-from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Persona, Server
+from tomori.models import Persona
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -27,17 +26,7 @@ WATCH_SECONDS = 10
 
 def _rename_from_outside() -> int:
     """Rename every main persona from a second client, unrecorded; return how many."""
-    params = connection.settings_dict
-    with (
-        psycopg.connect(
-            host=params["HOST"] or "127.0.0.1",
-            port=int(params["PORT"] or 5432),
-            user=params["USER"] or "postgres",
-            dbname=params["NAME"],
-            autocommit=True,
-        ) as outside,
-        outside.transaction(),
-    ):
+    with outside_client() as outside, outside.transaction():
         # No trigger fires in this session: the recording of changes is off.
         outside.execute("SET LOCAL session_replication_role = replica")
         cursor = outside.execute(
@@ -65,20 +54,7 @@ def test_a_running_worker_repairs_an_outside_write_once_per_key(
 ) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("a second PostgreSQL client writes behind Django")
-    seed_world(generate_world(Scenario.named("small")))
-    Server.objects.update(channel_whitelist_enabled=False)
-    bot = run_bot(
-        "--simulate",
-        "--fake-openrouter",
-        "--traffic-rate",
-        "200",
-        env={
-            "CACHE_METRICS_INTERVAL_MS": "1000",
-            "CONSISTENCY_CHECKS_PER_SECOND": "50",
-            "WORKER_SNAPSHOT_INTERVAL_SECONDS": "1",
-        },
-    )
-    bot.wait_for("bot ready")
+    bot = start_watched_bot(run_bot)
     for _ in range(60):  # one cache_sizes line a second: the clock
         _next_second(bot)
         if _checked("tomori_state") >= 10:

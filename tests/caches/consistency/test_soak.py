@@ -7,10 +7,9 @@ import signal
 import pytest
 
 from caches.core import finite_json
+from tests.caches.consistency.conftest import start_watched_bot
 from tests.tomori.bot.worker.conftest import BotProcess
-from tomori.bot.demo import seed_world
-from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Persona, Server
+from tomori.models import Persona
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -27,20 +26,7 @@ def _checked(cache: str) -> int:
 
 
 def test_saves_during_traffic_leave_no_inconsistency(run_bot: type[BotProcess]) -> None:
-    seed_world(generate_world(Scenario.named("small")))
-    Server.objects.update(channel_whitelist_enabled=False)
-    bot = run_bot(
-        "--simulate",
-        "--fake-openrouter",
-        "--traffic-rate",
-        "200",
-        env={
-            "CACHE_METRICS_INTERVAL_MS": "1000",
-            "CONSISTENCY_CHECKS_PER_SECOND": "50",
-            "WORKER_SNAPSHOT_INTERVAL_SECONDS": "1",
-        },
-    )
-    bot.wait_for("bot ready")
+    bot = start_watched_bot(run_bot)
     personas = list(Persona.objects.filter(is_main=True)[:5])
     for second in range(MAX_SECONDS):  # one cache_sizes line a second: the clock
         bot.wait_for('"metric":"cache_sizes"', timeout=30)

@@ -23,6 +23,7 @@ from caches.layers import tomori_state
 from caches.models import InvalidationOutbox
 from caches.outbox import OutboxFollower, capture
 from caches.registry import Event, registry
+from tests.support.outside import outside_client
 from tomori import models as m
 
 pytestmark = [
@@ -34,15 +35,7 @@ pytestmark = [
 @pytest.fixture
 def psql() -> Iterator[psycopg.Connection[Any]]:
     """A client of the test database that is not Django (autocommit, like psql)."""
-    db = connection.settings_dict
-    client = psycopg.connect(
-        host=db["HOST"],
-        port=db["PORT"],
-        user=db["USER"],
-        dbname=db["NAME"],
-        autocommit=True,
-        application_name="psql",
-    )
+    client = outside_client()
     yield client
     client.close()
 
