@@ -70,7 +70,7 @@ def _prepare() -> None:
         cursor.execute("SELECT count(*) FROM servers WHERE server_disc_id > %s", [DISC])
         if cursor.fetchone()[0] < ROWS:
             _seed(cursor)
-        cursor.execute("TRUNCATE caches_invalidation_outbox")
+        cursor.execute("TRUNCATE caches_invalidation_outbox RESTART IDENTITY")
 
 
 def _seed(cursor: Any) -> None:
