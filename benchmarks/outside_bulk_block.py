@@ -88,7 +88,7 @@ async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
 
     applied: list[float] = []
     applying: list[tuple[float, float]] = []  # (wall, CPU) of each row's callback
-    core = bus.get_bus()
+    core = bus.get_bus().applier
     apply_now = core._apply_now
 
     def counted(events: Any, sent_at: float, measure: bool, origin: str) -> None:
