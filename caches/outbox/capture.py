@@ -154,45 +154,18 @@ OPS = {"ins": "INSERT", "upd": "UPDATE", "del": "DELETE"}
 
 
 def _event_rows(d: Dialect, src: Source, op: str, old: str, new: str) -> list[str]:
-    """Return one SELECT per (feed, row image) yielding the events of `op`."""
+    """Return one SELECT per (feed, row image) yielding the events of `op` (SQLite)."""
     selects: list[str] = []
     for layer, feed, owner in src.feeds:
         if owner is not None:
             selects += _m2m_rows(d, src, layer, feed, owner, op, old, new)
             continue
-        model = apps.get_model(feed.model)
-        pk = d.quote(src.pk)
-        images = {"ins": [new], "del": [old], "upd": [old, new]}[op]
-        for image in images:
-            cond = ""
-            if op == "upd":
-                other = new if image == old else old
-                cond = f"{other}.{pk} IS NULL OR {changed_sql(d, feed, old, new)}"
-            selects.append(_select(d, src, model, layer, feed, image, op, cond))
+        for image in {"ins": [new], "del": [old], "upd": [old, new]}[op]:
+            other, pk = (new if image == old else old), d.quote(src.pk)
+            changed = changed_sql(d, feed, old, new)
+            where = f" WHERE {other}.{pk} IS NULL OR {changed}" if op == "upd" else ""
+            selects.append(f"SELECT {event_sql(d, layer, feed, image)} AS ev{where}")
     return selects
-
-
-def _select(
-    d: Dialect,
-    src: Source,
-    model: type[models.Model],
-    layer: Layer,
-    feed: Feed,
-    image: str,
-    op: str,
-    cond: str,
-) -> str:
-    ev = event_sql(d, layer, feed, image)
-    if isinstance(d, SqliteDialect):
-        return f"SELECT {ev} AS ev" + (f" WHERE {cond}" if cond else "")
-    if op != "upd":
-        return f"SELECT {ev} AS ev FROM {image}_rows {image}"
-    other = "n" if image == "o" else "o"
-    pk = d.quote(src.pk)
-    return (
-        f"SELECT {ev} AS ev FROM {image}_rows {image} LEFT JOIN {other}_rows "
-        f"{other} ON {other}.{pk} = {image}.{pk} WHERE {cond}"
-    )
 
 
 def _m2m_rows(
@@ -221,6 +194,54 @@ def _m2m_rows(
     ]
 
 
+def _pg_events(d: Dialect, src: Source, op: str) -> str:
+    """Return the SELECT of `op`'s events over the statement's transition tables.
+
+    One pass over the rows (an UPDATE joins the old and new images once),
+    each row yielding every direct feed's events through a LATERAL VALUES;
+    m2m feeds join their owner table apart.
+    """
+    pk = d.quote(src.pk)
+    direct = [(layer, feed) for layer, feed, owner in src.feeds if owner is None]
+    rows = {
+        "ins": "n_rows n",
+        "del": "o_rows o",
+        "upd": f"o_rows o FULL JOIN n_rows n ON n.{pk} = o.{pk}",
+    }[op]
+    values = [
+        f"({_pg_value(d, src, layer, feed, op, image)})"
+        for layer, feed in direct
+        for image in {"ins": ["n"], "del": ["o"], "upd": ["o", "n"]}[op]
+    ]
+    selects = (
+        [
+            f"SELECT v.ev FROM {rows} CROSS JOIN LATERAL (VALUES {', '.join(values)}) "
+            "AS v(ev) WHERE v.ev IS NOT NULL"
+        ]
+        if values
+        else []
+    )
+    for layer, feed, owner in src.feeds:
+        if owner is not None:
+            selects += _m2m_rows(d, src, layer, feed, owner, op, "o", "n")
+    return " UNION ALL ".join(selects)
+
+
+def _pg_value(
+    d: Dialect, src: Source, layer: Layer, feed: Feed, op: str, image: str
+) -> str:
+    """Return the event of `image` of one row, NULL when this feed ignores the row."""
+    event = event_sql(d, layer, feed, image)
+    if op != "upd":
+        return event
+    other, pk = ("n" if image == "o" else "o"), d.quote(src.pk)
+    changed = changed_sql(d, feed, "o", "n")
+    return (
+        f"CASE WHEN {image}.{pk} IS NOT NULL AND ({other}.{pk} IS NULL OR "
+        f"{changed}) THEN {event} END"
+    )
+
+
 PG_ORIGIN = (
     "'database:' || coalesce(nullif(current_setting('application_name', true), "
     "''), session_user::text) || ':' || pg_backend_pid()"
@@ -234,7 +255,7 @@ def postgres_statements(src: Source) -> list[str]:
     out = []
     for op, verb in OPS.items():
         name = f"{PREFIX}{src.table}_{op}"
-        union = " UNION ALL ".join(_event_rows(d, src, op, "o", "n"))
+        union = _pg_events(d, src, op)
         body = _pg_insert(
             f"SELECT ev, (row_number() OVER () - 1) / {CHUNK} AS chunk FROM ("
             f"SELECT DISTINCT ev FROM ({union}) AS e) AS d",
@@ -268,7 +289,10 @@ def _pg_insert(events: str, *, group: str | None = None) -> str:
 
 def _pg_trigger(name: str, table: str, verb: str, refs: str, body: str) -> list[str]:
     return [
-        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+        # jit off: the transition tables' fixed estimates make the planner
+        # expect millions of rows, and compiling took longer than the work.
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
+        "SET jit = off AS "
         f"$tomori$ BEGIN {body}; RETURN NULL; END $tomori$",
         f"DROP TRIGGER IF EXISTS {name} ON {table}",
         f"CREATE TRIGGER {name} AFTER {verb} ON {table} {refs} FOR EACH STATEMENT "

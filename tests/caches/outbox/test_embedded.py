@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,31 @@ def test_a_shell_save_reaches_the_worker_through_the_outbox(tmp_path: Path):
     finally:
         bot.stop()
     assert "applied 1 write(s)" in line
+
+
+def test_an_outside_write_by_the_sqlite3_cli_reaches_the_worker(tmp_path: Path):
+    """SQLite's row-level capture triggers: the `sqlite3` binary, no Django in it."""
+    if shutil.which("sqlite3") is None:
+        pytest.skip("the sqlite3 binary is not installed")
+    database = tmp_path / "embedded.sqlite3"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "REDIS_URL": "",
+        "TOMORI_BUS_CHANNEL": f"tomori:embedded:{tmp_path.name}",
+    }
+    manage("migrate", "--noinput", env=env)
+    manage("shell", "--no-imports", "-c", SEED, env=env)
+    bot = BotProcess("--simulate", env={**env, "PYTHONUNBUFFERED": "1"})
+    try:
+        bot.wait_for("is up", timeout=90)
+        subprocess.run(
+            ["sqlite3", str(database), "UPDATE personas SET name = 'by sqlite3';"],
+            check=True,
+            timeout=30,
+        )
+        line = bot.wait_for("invalidated from database", timeout=30)
+    finally:
+        bot.stop()
+    assert "Tomori state of server 123456789012345678" in line

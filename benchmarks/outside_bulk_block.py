@@ -1,0 +1,233 @@
+"""Benchmark the longest event-loop block while a worker applies a 10,000-row UPDATE made outside Django.
+
+Run: .venv/bin/python benchmarks/outside_bulk_block.py [--rounds 5] 2>/dev/null
+(the worker's INFO lines go to stderr, as in a worker: their cost is measured)
+
+This process plays the worker: the real bus (local mode) following the
+invalidation outbox every bound/4, applying on its asyncio loop, with the
+`tomori_state` cache holding an entry for each of the ROWS servers. A second
+client with no Django in it (a psycopg connection of its own, as psql would)
+commits `UPDATE personas SET name = ...` over ROWS personas of ROWS servers;
+the database's capture triggers record ROWS x 3 events in outbox rows of at
+most CHUNK events. Every loop callback is timed (asyncio's `Handle._run`),
+as benchmarks/event_handlers.py times Discord handlers: the figure is the
+longest single callback while the rows are applied, beside how many rows
+and how long from COMMIT to the last applied. Bar: the longest block at
+most 1 ms. The database (tomori_bench_writers_block) is created, migrated and
+seeded if missing (as benchmarks/write_overhead.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tomori.settings_test")
+os.environ.setdefault(
+    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tomori_bench_writers_block"
+)
+os.environ["TOMORI_ENV_FILE"] = os.devnull
+os.environ["REDIS_URL"] = ""
+
+BAR_MS = 1.0
+APP = "bench-outside-bulk"
+#: (wall, thread CPU) seconds of every loop callback since the last clear.
+blocks: list[tuple[float, float]] = []
+
+
+def _time_callbacks() -> None:
+    """Time every loop callback (the stretch the loop is blocked), wall and CPU.
+
+    On a loaded machine the wall time of a callback includes the time the
+    thread was descheduled; its CPU time is what the callback itself costs.
+    """
+    run = asyncio.events.Handle._run
+
+    def timed(handle: Any) -> None:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        run(handle)
+        blocks.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+
+
+def _fill(disc_ids: list[int]) -> None:
+    from caches.registry import registry
+
+    cache: Any = registry.get("tomori_state")
+    for disc in disc_ids:
+        cache.primary.set(disc, [])  # a fresh entry for every server
+
+
+def _write(dsn: str, tag: str) -> float:
+    """Commit the bulk UPDATE from a client of its own; return when COMMIT returned."""
+    import psycopg
+    from write_overhead import DISC
+
+    with psycopg.connect(dsn, application_name=APP) as client:
+        client.execute(
+            "UPDATE personas SET name = %s WHERE server_id IN (SELECT id FROM "
+            "servers WHERE server_disc_id > %s)",
+            [tag, DISC],
+        )
+        client.commit()
+        return time.monotonic()
+
+
+async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
+    from caches import bus
+
+    applied: list[float] = []
+    applying: list[tuple[float, float]] = []  # (wall, CPU) of each row's callback
+    core = bus.get_bus().applier
+    apply_now = core._apply_now
+
+    def counted(events: Any, sent_at: float, measure: bool, origin: str) -> None:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        apply_now(events, sent_at, measure, origin)
+        if origin.startswith(f"database:{APP}:"):
+            applying.append((time.perf_counter() - wall, time.thread_time() - cpu))
+            applied.append(time.monotonic())
+
+    core._apply_now = counted  # type: ignore[method-assign]
+    _fill(disc_ids)
+    await asyncio.sleep(0.6)  # let the fill's own callbacks pass
+    blocks.clear()
+    high = await asyncio.to_thread(_newest, dsn)
+    committed = await asyncio.to_thread(_write, dsn, tag)
+    rows = await asyncio.to_thread(_rows, dsn, high)
+    while len(applied) < rows:
+        await asyncio.sleep(0.01)
+    return {
+        "rows": rows,
+        "apply_ms": max(w for w, _ in applying) * 1000,
+        "apply_cpu_ms": max(c for _, c in applying) * 1000,
+        "longest_ms": max(w for w, _ in blocks) * 1000,
+        "longest_cpu_ms": max(c for _, c in blocks) * 1000,
+        "last_applied_s": applied[-1] - committed,
+        "callbacks": len(blocks),
+    }
+
+
+def _newest(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as client:
+        row = client.execute(
+            "SELECT coalesce(max(id), 0) FROM caches_invalidation_outbox"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _rows(dsn: str, high: int) -> int:
+    """Return how many outbox rows the UPDATE wrote (above `high`)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as client:
+        row = client.execute(
+            "SELECT count(*) FROM caches_invalidation_outbox WHERE origin LIKE %s "
+            "AND id > %s",
+            [f"database:{APP}:%", high],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _setup() -> tuple[str, list[int]]:
+    """Return the database's DSN and the servers' ids.
+
+    `_prepare` empties the outbox restarting its ids: on an empty outbox the
+    follower starts at id 0 and takes every id below the next row for an
+    open gap (more than 10,000 of them flush every cache).
+    """
+    from django.conf import settings
+    from django.db import connection
+    from write_overhead import DISC
+
+    from caches.layers import build_registry
+
+    build_registry()
+    db = settings.DATABASES["default"]
+    dsn = f"host={db['HOST']} port={db['PORT']} user={db['USER']} dbname={db['NAME']}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT server_disc_id FROM servers WHERE server_disc_id > %s", [DISC]
+        )
+        disc_ids = [row[0] for row in cursor.fetchall()]
+    connection.close()
+    return dsn, disc_ids
+
+
+async def _main(rounds: int, dsn: str, disc_ids: list[int]) -> list[dict[str, float]]:
+    from caches import bus
+    from caches.bus.core import OutboxOptions
+    from tomori.knobs import knobs
+
+    bound = knobs().INVALIDATION_STALENESS_BOUND_SECONDS
+    bus.configure(redis_url="", channel=f"tomori:bench:block:{os.getpid()}")
+    bus.get_bus().start_subscriber(
+        loop=asyncio.get_running_loop(),
+        outbox=OutboxOptions(interval=bound / 4, retention=3600.0),
+    )
+    await asyncio.sleep(1.0)  # the follower's first poll takes its start
+    results = [
+        await _round(dsn, f"block{os.getpid()}-{r}", disc_ids) for r in range(rounds)
+    ]
+    bus.get_bus().stop()
+    return results
+
+
+LABELS = {
+    "apply_cpu_ms": "longest row applied, CPU",
+    "apply_ms": "longest row applied, wall",
+    "longest_cpu_ms": "longest loop callback of any kind, CPU",
+    "longest_ms": "longest loop callback of any kind, wall",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from write_overhead import _prepare
+
+    _prepare()
+    dsn, disc_ids = _setup()
+    _time_callbacks()
+    results = asyncio.run(_main(args.rounds, dsn, disc_ids))
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    print(
+        f"load: one UPDATE of {len(results) and 10_000:,} personas (one server each) "
+        f"by a second client, {args.rounds} rounds; load average "
+        f"{os.getloadavg()[0]:.1f}; threads {threading.active_count()}"
+    )
+    for r, res in enumerate(results):
+        print(
+            f"round {r}: {res['rows']:.0f} outbox rows; longest row applied "
+            f"{res['apply_ms']:.3f} ms wall, {res['apply_cpu_ms']:.3f} ms CPU; "
+            f"longest of all {res['callbacks']:.0f} loop callbacks "
+            f"{res['longest_ms']:.3f} ms wall, {res['longest_cpu_ms']:.3f} ms CPU; "
+            f"last row applied {res['last_applied_s']:.3f} s after COMMIT"
+        )
+    for kind, what in LABELS.items():
+        worst = max(res[kind] for res in results)
+        median = statistics.median(res[kind] for res in results)
+        verdict = "ok" if worst <= BAR_MS else f"over the {BAR_MS} ms bar"
+        print(f"{what}: median {median:.3f} ms, max {worst:.3f} ms ({verdict})")
+
+
+if __name__ == "__main__":
+    main()
