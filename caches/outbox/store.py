@@ -97,10 +97,42 @@ def _claim_sqlite(using: str) -> tuple[EventTuple, ...]:
     return tuple(event for i, raw in rows for event in _events(i, raw))
 
 
+#: Ids below the last one issued that an empty table's reader still treats as
+#: possibly in flight (a transaction that took its id but has not committed).
+IN_FLIGHT_MARGIN = 1000
+
+
 def newest_id(*, using: str = DEFAULT_DB_ALIAS) -> int:
-    """Return the highest id stored (0 when the table is empty)."""
+    """Return the highest id stored; for an empty table, where new ids will start.
+
+    An empty table (everything pruned, or truncated) does not restart its
+    ids: starting a follower at 0 would make every id below the next row a
+    gap, and thousands of gaps flush every cache. So it starts just below
+    the last id issued, leaving `IN_FLIGHT_MARGIN` ids for writes in flight.
+    """
     newest = _model().objects.using(using).order_by("-id").values_list("id").first()
-    return int(newest[0]) if newest else 0
+    if newest:
+        return int(newest[0])
+    return max(0, _last_issued_id(using) - IN_FLIGHT_MARGIN)
+
+
+def _last_issued_id(using: str) -> int:
+    from django.db import connections
+
+    connection = connections[using]
+    table = _model()._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT pg_sequence_last_value(pg_get_serial_sequence(%s, 'id'))",
+                [table],
+            )
+        elif connection.vendor == "sqlite":
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
+        else:
+            return 0
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def rows_after(

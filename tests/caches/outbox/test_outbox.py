@@ -178,3 +178,28 @@ def test_a_row_with_malformed_events_is_logged_and_the_rest_still_apply(
     assert follow.poll_once() == 2  # both rows are read; the bad one carries nothing
     assert f"row {bad.id} holds malformed events" in caplog.text
     assert applied.batches[0] == [] and personas(server) == ["new"]
+
+
+def test_a_follower_starting_on_an_emptied_outbox_opens_no_gap_flood(applied):
+    """Everything pruned (or truncated): the ids go on, the follower starts near them."""
+    from django.db import connection
+
+    from caches.outbox.tracker import MAX_GAPS
+
+    server, persona = server_with_persona("before")
+    InvalidationOutbox.objects.all().delete()
+    with connection.cursor() as cursor:  # ids far past anything stored
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence('caches_invalidation_outbox', "
+            "'id'), nextval(pg_get_serial_sequence('caches_invalidation_outbox', "
+            "'id')) + %s)",
+            [2 * MAX_GAPS],
+        )
+    follow = follower(applied)
+    follow.poll_once()  # starts on the empty table
+    assert personas(server) == ["before"]
+    with transaction.atomic():
+        m.Persona.objects.filter(pk=persona.pk).update(name="after")
+    follow.poll_once()
+    assert applied.flushes == []
+    assert personas(server) == ["after"]
