@@ -106,6 +106,6 @@ bench: $(BENCH_STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) benchmarks/cache_core.py
 
 # docs/settings.md from the knob declarations and the layers' settings
-# (tests/foundation/test_settings.py fails when it is stale).
+# (tests/tomori/domain/test_settings.py fails when it is stale).
 docs: $(STAMP)
 	TOMORI_ENV_FILE=/dev/null DEBUG=true REDIS_URL= $(PY) manage.py settings_doc --write

@@ -89,7 +89,7 @@ def _keys_behind() -> tuple[int, int]:
         ShortTermMemoryEntry,
         short_term_memory_store,
     )
-    from tomori.models import ShortTermMemoryRecord
+    from tomori.domain.models import ShortTermMemoryRecord
 
     stored = dict(ShortTermMemoryRecord.objects.values_list("cache_key", "turn_count"))
     memory = {
@@ -194,7 +194,7 @@ class Bot:
 
 def sigterm_runs(real_url: str, proxy: TcpProxy, *, freeze: float) -> dict[str, Any]:
     """Phase 2: runbot processes behind `proxy`: SIGTERM while frozen, and after recovery."""
-    from tomori.models import ShortTermMemoryRecord
+    from tomori.domain.models import ShortTermMemoryRecord
 
     url = proxied_url(real_url, proxy)
     results: dict[str, Any] = {}
@@ -249,7 +249,7 @@ def main() -> int:
     from pipeline import ensure_database  # benchmarks/pipeline.py
 
     ensure_database("small")
-    from tomori.knobs import knobs
+    from tomori.domain.knobs import knobs
 
     current = knobs()
     print(

@@ -144,7 +144,7 @@ def _killed_writer(persona_id: int, redis_url: str, channel: str) -> None:
     code = (
         "import os\n"
         "from django.db import transaction\n"
-        "from tomori.models import Persona\n"
+        "from tomori.domain.models import Persona\n"
         "with transaction.atomic():\n"
         "    transaction.on_commit(lambda: os.kill(os.getpid(), 9))\n"
         f"    p = Persona.objects.get(pk={persona_id})\n"
@@ -168,8 +168,10 @@ def run_all(writes: int) -> int:
 
     from caches import bus
     from tests.support.faults import OwnRedis
-    from tomori import models as m
-    from tomori.knobs import knobs  # after Django is set up (and ROOT on sys.path)
+    from tomori.domain import models as m
+    from tomori.domain.knobs import (
+        knobs,  # after Django is set up (and ROOT on sys.path)
+    )
 
     bound_ms = knobs().INVALIDATION_STALENESS_BOUND_SECONDS * 1000
     server = m.Server.objects.create(server_disc_id=900_000_000 + os.getpid())

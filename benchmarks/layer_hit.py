@@ -79,7 +79,11 @@ def setup(root: Path) -> dict[str, Round]:
         user,
     )
     from caches.registry import registry
-    from tomori.repositories.spotlight import SpotlightRecord
+
+    try:
+        from tomori.domain.repositories.spotlight import SpotlightRecord
+    except ImportError:  # a checkout from before tomori.domain (issue 30)
+        from tomori.repositories.spotlight import SpotlightRecord
 
     load_all()
     # The maps are reached through the registry (by their labels), not through

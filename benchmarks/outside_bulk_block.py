@@ -171,7 +171,7 @@ def _setup() -> tuple[str, list[int]]:
 async def _main(rounds: int, dsn: str, disc_ids: list[int]) -> list[dict[str, float]]:
     from caches import bus
     from caches.bus.core import OutboxOptions
-    from tomori.knobs import knobs
+    from tomori.domain.knobs import knobs
 
     bound = knobs().INVALIDATION_STALENESS_BOUND_SECONDS
     bus.configure(redis_url="", channel=f"tomori:bench:block:{os.getpid()}")

@@ -140,7 +140,7 @@ def main() -> int:
         return 0
     import pipeline as bench
 
-    from tomori.knobs import KNOBS_BY_NAME
+    from tomori.domain.knobs import KNOBS_BY_NAME
 
     default_workers = int(KNOBS_BY_NAME["PIPELINE_WORKERS"].default)  # type: ignore[call-overload]
 

@@ -62,7 +62,11 @@ async def _inline(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def _stub_database() -> None:
     """Keep both checkouts off the database: an empty table, a no-op apply."""
     from caches.layers.short_term_memory import hydration
-    from tomori.repositories import memory as repo
+
+    try:
+        from tomori.domain.repositories import memory as repo
+    except ImportError:  # a checkout from before tomori.domain (issue 30)
+        from tomori.repositories import memory as repo
 
     repo.get_memory_record = lambda key, updated_since: None  # type: ignore[assignment]
     hydration.run_db = _inline  # type: ignore[assignment]

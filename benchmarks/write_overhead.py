@@ -111,7 +111,11 @@ def _timed(fn: Any) -> float:
 def _measure(tag: str, *, big: bool = True) -> dict[str, float]:
     """Run the load once (without the ROWS-row writes unless `big`); return seconds per op."""
     from caches import bus
-    from tomori.models import Persona
+
+    try:
+        from tomori.domain.models import Persona
+    except ImportError:  # a checkout from before tomori.domain (issue 30)
+        from tomori.models import Persona
 
     bus.configure(redis_url="", channel=f"tomori:bench:writers:{os.getpid()}")
     mine = Persona.objects.filter(server__server_disc_id__gt=DISC)

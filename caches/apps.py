@@ -29,7 +29,7 @@ class CachesConfig(AppConfig):
         from caches.invalidation.describe import describe
         from caches.layers import build_registry
         from caches.registry import registry
-        from tomori.models.base import install_change_tracker
+        from tomori.domain.models.base import install_change_tracker
 
         install_change_tracker(tracking)
         build_registry()

@@ -26,7 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from caches.core.breaker import CLOSED, CircuitBreaker
 from caches.core.clock import Clock
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from django.db import Error as DatabaseError
 from caches.database import run_db
 from caches.outage_log import OutageLog
 from caches.turn_notes import _current
-from tomori.repositories import health
+from tomori.domain.repositories import health
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from discord.presences import ClientStatus
 
 from caches.core.periodic import Waiter, run_periodically, wait_or_stop
 from caches.telemetry import emit_metric
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from django.conf import settings
 
 from caches.core import finite_json
 from caches.messages import MalformedMessage, WorkerSnapshot
-from tomori.knobs import knobs
-from tomori.service_urls import describe_redis_url
+from tomori.domain.knobs import knobs
+from tomori.domain.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 

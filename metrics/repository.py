@@ -23,7 +23,7 @@ from django.utils import timezone
 from caches.core.finite_json import finite
 from metrics.log import log_metric
 from metrics.models import MetricSample
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

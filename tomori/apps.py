@@ -1,16 +1,16 @@
-"""App config for the Tomori domain."""
+"""App config for the entry points: admin, management commands, system checks, Celery tasks.
+
+The domain (models, migrations) is its own app, `tomori.domain`, labelled
+"tomori" so its tables and migration history keep their names.
+"""
 
 from django.apps import AppConfig
 
 
-class TomoriConfig(AppConfig):
+class EntryPointsConfig(AppConfig):
     name = "tomori"
-    verbose_name = "Tomori domain"
+    label = "tomori_entry_points"
+    verbose_name = "Tomori entry points"
 
     def ready(self) -> None:
         from tomori import checks  # noqa: F401 (registers the system checks)
-        from tomori.knobs import knobs
-        from tomori.models.channels import connect_persona_guard
-
-        knobs()  # read once at start: a mistyped knob override stops it here
-        connect_persona_guard()

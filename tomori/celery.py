@@ -29,7 +29,7 @@ _beat_logger = logging.getLogger("celery.beat")
 
 app = Celery("tomori")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["caches", "metrics", "tomori"])
+app.autodiscover_tasks(["tomori"])
 
 
 def _setup_django_once() -> None:

@@ -26,9 +26,9 @@ from django.views.decorators.http import require_safe
 
 from caches.live import LiveDataUnavailable, live_snapshots
 from caches.operations.faults import MAX_ERROR_CHARS, database_fault
-from tomori.knobs import knobs
-from tomori.repositories.health import probe_database
-from tomori.service_urls import describe_redis_url
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories.health import probe_database
+from tomori.domain.service_urls import describe_redis_url
 
 Check = dict[str, Any]
 

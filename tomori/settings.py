@@ -10,8 +10,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from tomori.devenv import env_file_path
-from tomori.knobs import DEBUG_KNOB, Knobs, load_knobs, parse_knob
-from tomori.service_urls import default_bus_channel, redis_url_error
+from tomori.domain.knobs import DEBUG_KNOB, Knobs, load_knobs, parse_knob
+from tomori.domain.service_urls import default_bus_channel, redis_url_error
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -48,9 +48,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "tomori.apps.TomoriConfig",
+    "tomori.domain.apps.DomainConfig",
     "caches.apps.CachesConfig",
     "metrics.apps.MetricsConfig",
+    "tomori.apps.EntryPointsConfig",
 ]
 
 MIDDLEWARE = [
@@ -145,8 +146,8 @@ CRYPTO_SECRETS: dict[int, str] = {
 }
 CRYPTO_SECRET_CURRENT = env.str("CRYPTO_SECRET_CURRENT", default="")
 
-# Every operational knob (tomori/knobs/), as one typed, frozen object: code
-# reads it through tomori.knobs.knobs(). Bad values do not raise here:
+# Every operational knob (tomori/domain/knobs/), as one typed, frozen object: code
+# reads it through tomori.domain.knobs.knobs(). Bad values do not raise here:
 # tomori.checks reports them all, naming each variable.
 TOMORI_KNOBS: Knobs
 TOMORI_KNOBS, KNOB_ERRORS = load_knobs(os.environ)

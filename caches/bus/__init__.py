@@ -28,7 +28,7 @@ from caches.bus.core import (
 )
 from caches.bus.errors import BusUnavailable
 from caches.messages import AnyCommand, EventTuple, WorkerReply
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 __all__ = [
     "Bus",

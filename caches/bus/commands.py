@@ -34,7 +34,7 @@ from caches.messages import (
     decode,
     encode,
 )
-from tomori.service_urls import describe_redis_url
+from tomori.domain.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from caches.core.loop import call_on_loop
 from caches.database import run_db
 from caches.invalidation import Event, record
 from caches.registry import EmergencyPolicy, registry
-from tomori.knobs import knobs
-from tomori.repositories.catalogs import (
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories.catalogs import (
     catalog_snapshot_times,
     load_catalog_snapshots,
     save_catalog_snapshot,

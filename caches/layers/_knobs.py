@@ -1,6 +1,6 @@
 """Knobs a layer declares in its own module, read and checked like the domain's.
 
-Most cache knobs are fields of `tomori.knobs.Knobs` (the domain's table),
+Most cache knobs are fields of `tomori.domain.knobs.Knobs` (the domain's table),
 because code besides the layer reads them. A knob only its layer reads can
 be declared with the layer instead (`Layer(knobs=(layer_cap(...), ...))`),
 so adding a layer is one module: its values come from the environment (or
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tomori.knobs import KNOBS_BY_NAME, Knob, coerce_override, parse_knob
+from tomori.domain.knobs import KNOBS_BY_NAME, Knob, coerce_override, parse_knob
 
 #: The settings doc's title for the knobs layers declare themselves.
 GROUP = "Cache layers declaring their own knobs"
@@ -57,7 +57,9 @@ def errors() -> list[str]:
     found = []
     for knob in own_knobs().values():
         if knob.name in KNOBS_BY_NAME:
-            found.append(f"{knob.name} is declared by a layer and in tomori.knobs")
+            found.append(
+                f"{knob.name} is declared by a layer and in tomori.domain.knobs"
+            )
         error = parse_knob(knob, os.environ.get(knob.name))[1]
         if error:
             found.append(error)

@@ -27,7 +27,7 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.knobs import Knob
+from tomori.domain.knobs import Knob
 
 K = TypeVar("K")
 R = TypeVar("R")

@@ -14,8 +14,8 @@ from caches.core import (
 )
 from caches.database import run_db as run_db  # the layers import it from here
 from caches.turn_notes import note_miss
-from tomori.knobs import KNOBS_BY_NAME, knobs
-from tomori.models.validation import parse_snowflake
+from tomori.domain.knobs import KNOBS_BY_NAME, knobs
+from tomori.domain.models.validation import parse_snowflake
 
 
 def knob(name: str) -> Any:

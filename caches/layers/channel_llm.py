@@ -11,8 +11,8 @@ from __future__ import annotations
 from caches.layers._channel_override import OverrideLayer, OverrideWords
 from caches.layers._feeds import Feed
 from caches.layers.declaration import PopulationSpec
-from tomori.repositories import channels as channels_repo
-from tomori.repositories import population
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories import population
 
 NAME = "channel_llm"
 CAP_SETTING = "CHANNEL_LLM_CACHE_MAX_ENTRIES"

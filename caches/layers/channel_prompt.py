@@ -11,9 +11,9 @@ from __future__ import annotations
 from caches.layers._channel_override import OverrideLayer, OverrideWords
 from caches.layers._feeds import Feed, Pair
 from caches.layers.declaration import PopulationSpec
-from tomori.repositories import channels as channels_repo
-from tomori.repositories import population
-from tomori.repositories.channels import ChannelPromptRecord
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.channels import ChannelPromptRecord
 
 NAME = "channel_prompt"
 CAP_SETTING = "CHANNEL_PROMPT_CACHE_MAX_ENTRIES"

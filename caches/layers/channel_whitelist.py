@@ -35,9 +35,9 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.repositories import channels as channels_repo
-from tomori.repositories import population
-from tomori.repositories.channels import WhitelistDecision
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.channels import WhitelistDecision
 
 NAME = "channel_whitelist"
 #: How an operator types "roles unknown" and "no roles" in a key.

@@ -35,7 +35,7 @@ from caches.registry import (
     UnknownOperationError,
     parse_plain_key,
 )
-from tomori.knobs import Knob
+from tomori.domain.knobs import Knob
 
 
 class UndeclaredSettingError(LookupError):
@@ -81,7 +81,7 @@ class KeyShape:
 class PopulationSpec:
     """The population a layer's size is mistaken for (the dashboard's column).
 
-    `rows` returns a queryset from `tomori.repositories.population`; its
+    `rows` returns a queryset from `tomori.domain.repositories.population`; its
     count is shown beside the layer's resident size.
     """
 

@@ -25,9 +25,9 @@ from caches.layers._server_value import SERVER_ID
 from caches.layers._support import cached, run_db
 from caches.layers.declaration import Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
-from tomori.repositories import expressions as expressions_repo
-from tomori.repositories import population
-from tomori.repositories.expressions import (
+from tomori.domain.repositories import expressions as expressions_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.expressions import (
     ExpressionRecord,
     ExpressionSyncState,
     GuildExpression,

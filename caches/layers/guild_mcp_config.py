@@ -19,9 +19,9 @@ from caches.layers._server_value import SERVER_ID, StaleFallbackMaps
 from caches.layers._support import cached, run_db
 from caches.layers.declaration import Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
-from tomori.repositories import integrations as integrations_repo
-from tomori.repositories import population
-from tomori.repositories.integrations import McpServerConfigRecord
+from tomori.domain.repositories import integrations as integrations_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.integrations import McpServerConfigRecord
 
 NAME = "guild_mcp_config"
 STALE_RETENTION_SECONDS = 24 * 3600.0

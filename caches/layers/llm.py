@@ -27,9 +27,9 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.repositories import llms as llms_repo
-from tomori.repositories import population
-from tomori.repositories.llms import LlmRecord
+from tomori.domain.repositories import llms as llms_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.llms import LlmRecord
 
 logger = logging.getLogger(__name__)
 

@@ -2,14 +2,14 @@
 
 Read by history builders (so the model sees the table's text, not an image)
 and by the message's "Show Markdown" button. The button's timeout must not
-exceed this cache's ttl (start-up check in `tomori.knobs`), and an entry gone
+exceed this cache's ttl (start-up check in `tomori.domain.knobs`), and an entry gone
 anyway answers EXPIRED, which the button shows as the expired notice.
 """
 
 from __future__ import annotations
 
 from caches.layers._message_keyed import Lookup, LookupStatus, MessageKeyedLayer
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 NAME = "markdown_table"
 

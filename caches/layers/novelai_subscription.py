@@ -5,9 +5,9 @@ from __future__ import annotations
 from caches.layers._feeds import Feed
 from caches.layers._server_value import ServerValueLayer
 from caches.layers.declaration import PopulationSpec
-from tomori.repositories import integrations as integrations_repo
-from tomori.repositories import population
-from tomori.repositories.integrations import NovelAiSubscriptionRecord
+from tomori.domain.repositories import integrations as integrations_repo
+from tomori.domain.repositories import population
+from tomori.domain.repositories.integrations import NovelAiSubscriptionRecord
 
 NAME = "novelai_subscription"
 

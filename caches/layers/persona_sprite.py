@@ -2,7 +2,7 @@
 
 An empty list is cached too (most personas have no sprites). The limits
 (sprites per persona, instructions length, sprites per prompt) are enforced by
-`tomori.repositories.sprites`, which the writes go through.
+`tomori.domain.repositories.sprites`, which the writes go through.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.repositories import population
-from tomori.repositories import sprites as sprites_repo
-from tomori.repositories.sprites import SpriteRecord
+from tomori.domain.repositories import population
+from tomori.domain.repositories import sprites as sprites_repo
+from tomori.domain.repositories.sprites import SpriteRecord
 
 NAME = "persona_sprite"
 

@@ -31,10 +31,10 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.knobs import knobs
-from tomori.repositories import population
-from tomori.repositories import sprites as sprites_repo
-from tomori.repositories.sprites import SpriteMessageRecord
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import population
+from tomori.domain.repositories import sprites as sprites_repo
+from tomori.domain.repositories.sprites import SpriteMessageRecord
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.repositories import population
-from tomori.repositories import spotlight as spotlight_repo
-from tomori.repositories.spotlight import SpotlightRecord
+from tomori.domain.repositories import population
+from tomori.domain.repositories import spotlight as spotlight_repo
+from tomori.domain.repositories.spotlight import SpotlightRecord
 
 NAME = "personal_spotlight"
 

@@ -26,10 +26,10 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.knobs import knobs
-from tomori.repositories import population
-from tomori.repositories import presets as presets_repo
-from tomori.repositories.presets import PresetPersonaRecord
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import population
+from tomori.domain.repositories import presets as presets_repo
+from tomori.domain.repositories.presets import PresetPersonaRecord
 
 logger = logging.getLogger(__name__)
 

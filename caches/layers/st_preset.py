@@ -5,9 +5,9 @@ from __future__ import annotations
 from caches.layers._feeds import Feed, Via
 from caches.layers._server_value import ServerValueLayer
 from caches.layers.declaration import PopulationSpec
-from tomori.repositories import population
-from tomori.repositories import presets as presets_repo
-from tomori.repositories.presets import StPresetRecord
+from tomori.domain.repositories import population
+from tomori.domain.repositories import presets as presets_repo
+from tomori.domain.repositories.presets import StPresetRecord
 
 NAME = "st_preset"
 

@@ -11,9 +11,9 @@ from caches.layers._server_value import SERVER_DISC_ID, StaleFallbackMaps
 from caches.layers._support import cached, run_db, unwrapped
 from caches.layers.declaration import Layer, LayerSettings, PopulationSpec
 from caches.registry import EmergencyPolicy
-from tomori.repositories import population
-from tomori.repositories import servers as servers_repo
-from tomori.repositories.servers import PersonaRecord, TomoriStateRows
+from tomori.domain.repositories import population
+from tomori.domain.repositories import servers as servers_repo
+from tomori.domain.repositories.servers import PersonaRecord, TomoriStateRows
 
 NAME = "tomori_state"
 #: How long a database error is remembered, so callers can tell "database

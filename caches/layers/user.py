@@ -36,9 +36,9 @@ from caches.layers.declaration import (
     PopulationSpec,
 )
 from caches.registry import EmergencyPolicy
-from tomori.repositories import population
-from tomori.repositories import users as users_repo
-from tomori.repositories.users import (
+from tomori.domain.repositories import population
+from tomori.domain.repositories import users as users_repo
+from tomori.domain.repositories.users import (
     DEFAULT_PRIVACY_LEVEL,
     MOST_RESTRICTIVE_PRIVACY_LEVEL,
     UserRecord,

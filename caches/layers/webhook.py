@@ -45,7 +45,7 @@ from caches.layers.declaration import (
 )
 from caches.registry import EmergencyPolicy
 from caches.turn_notes import note_miss
-from tomori.crypto import (
+from tomori.domain.crypto import (
     EncryptedSecret,
     SecretDecryptionError,
     SecretToken,
@@ -55,9 +55,9 @@ from tomori.crypto import (
     encrypt_secret,
     needs_rotation,
 )
-from tomori.knobs import knobs
-from tomori.repositories import population
-from tomori.repositories import webhooks as repo
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import population
+from tomori.domain.repositories import webhooks as repo
 
 logger = logging.getLogger(__name__)
 

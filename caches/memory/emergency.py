@@ -28,7 +28,7 @@ from caches.memory.heap_trim import trim_heap
 from caches.memory.readers import read_process_memory
 from caches.registry import EmergencyPolicy, RegisteredCache, registry
 from caches.telemetry import emit_metric
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from caches.live import LiveDataUnavailable, live_snapshots
 from caches.operations.commands import ensure_layers_loaded
 from caches.registry import EmergencyPolicy, registry
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 
 @dataclass(frozen=True, slots=True)

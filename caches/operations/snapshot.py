@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from caches.messages import CacheStats, MalformedMessage, MemoryFigures, WorkerSnapshot
 from caches.operations.worker import WorkerContext
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

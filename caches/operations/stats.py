@@ -11,7 +11,7 @@ from caches.messages import CacheStats, WorkerSnapshot
 from caches.operations.faults import DATABASE_ERRORS, database_fault
 from caches.operations.worker import is_clearable
 from caches.registry import EmergencyPolicy
-from tomori.repositories.population import Population
+from tomori.domain.repositories.population import Population
 
 FILL_WARNING = 75.0
 FILL_DANGER = 90.0
@@ -241,7 +241,7 @@ def format_duration(seconds: float | None) -> str:
 def _populations(snapshots: list[WorkerSnapshot]) -> dict[str, Population]:
     """Count, in one query, the population each shown layer declares it is mistaken for."""
     from caches.layers import declared_layers
-    from tomori.repositories.population import cache_populations
+    from tomori.domain.repositories.population import cache_populations
 
     layers = declared_layers()
     names = sorted({name for snap in snapshots for name in snap.caches})

@@ -27,7 +27,7 @@ from metrics.prometheus import families
 from metrics.prometheus import memory_families as memory_metrics
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures, note_gateway, refresh_figures
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

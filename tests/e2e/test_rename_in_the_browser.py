@@ -14,7 +14,7 @@ from tests.tomori.bot.pipeline.conftest import busiest_guild
 from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Persona, Server
+from tomori.domain.models import Persona, Server
 
 pytestmark = [
     pytest.mark.browser,

@@ -21,9 +21,9 @@ from caches.database import (
 )
 from caches.layers import short_term_memory as stm
 from caches.outbox import OutboxFollower
-from tests.caches.layers2.stm_helpers import message
+from tests.caches.layers.short_term_memory.stm_helpers import message
 from tests.support.faults import TcpProxy, until, wait_until
-from tomori.models import ShortTermMemoryRecord
+from tomori.domain.models import ShortTermMemoryRecord
 
 db = pytest.mark.django_db(transaction=True)
 

@@ -104,7 +104,7 @@ def test_the_rule_reader_sees_block_expressions() -> None:
 def test_the_scrape_examples_are_valid_and_the_first_targets_make_run() -> None:
     from tests.metrics.prometheus_server import SHIPPED_CONFIG, SHIPPED_TARGET
     from tomori.devenv import DEFAULT_METRICS_PORT
-    from tomori.knobs import KNOBS_BY_NAME
+    from tomori.domain.knobs import KNOBS_BY_NAME
 
     address = KNOBS_BY_NAME["METRICS_ADDRESS"].default
     assert f"{address}:{DEFAULT_METRICS_PORT}" == SHIPPED_TARGET

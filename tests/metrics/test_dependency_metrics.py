@@ -21,7 +21,7 @@ from metrics.prometheus.worker import WorkerObservability
 from metrics.repository import default_repository
 from tests.metrics.alert_rules import binary
 from tests.metrics.scraping import Samples, get, parse, scrape, value
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 
 def _render(*metrics: Any) -> Samples:

@@ -34,7 +34,7 @@ from tests.metrics.scraping import (
 )
 from tests.metrics.test_runbot_metrics import ENV, SIM, _endpoint, _ready, _seed
 from tests.support.faults import wait_until
-from tomori.models import Server
+from tomori.domain.models import Server
 
 HOST = ROOT / "tests" / "caches" / "memory" / "fixtures" / "hosts" / "normal"
 WORKER = "grafana-test:1:shard0"

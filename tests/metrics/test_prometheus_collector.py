@@ -23,7 +23,7 @@ from metrics.prometheus.health import LOOP_STALL_SECONDS, WorkerHealth
 from metrics.prometheus.sampled import LoopFigures
 from metrics.prometheus.worker import WorkerObservability
 from tests.metrics.scraping import get, parse, scrape, value
-from tomori.knobs import KNOBS_BY_NAME, parse_knob
+from tomori.domain.knobs import KNOBS_BY_NAME, parse_knob
 
 CACHE = "prom_test"
 

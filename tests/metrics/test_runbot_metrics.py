@@ -23,7 +23,7 @@ from tests.support.faults import wait_until
 from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Server
+from tomori.domain.models import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -1,3 +1,3 @@
-"""Django admin for the domain models (and Django's users and groups)."""
+"""Django admin: the domain models, users and groups, the cache dashboard, metric_samples."""
 
-from tomori.admin import auth, domain  # noqa: F401 (registers the ModelAdmins)
+from tomori.admin import auth, cache_dashboard, domain, metric_samples  # noqa: F401 (registers the ModelAdmins)

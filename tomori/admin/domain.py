@@ -11,10 +11,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from caches.operations.messages import capture_invalidations, invalidation_message
-from tomori import models as m
 from tomori.admin.hostile import HostileInputAdminMixin, SafeModelMultipleChoiceField
-from tomori.models.channels import check_channel_personas
-from tomori.models.validation import API_KEY_MAX, validate_api_key
+from tomori.domain import models as m
+from tomori.domain.models.channels import check_channel_personas
+from tomori.domain.models.validation import API_KEY_MAX, validate_api_key
 
 
 class DomainAdmin(HostileInputAdminMixin):

@@ -54,7 +54,7 @@ from tomori.bot import shared_strings
 from tomori.bot.pipeline import MessagePipeline
 from tomori.bot.pipeline import discord_events as events
 from tomori.bot.pipeline.waiting import CountWaiters
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
 from tomori.bot.durable_flush import DurableFlush
 from tomori.bot.lock import ShardLock, lock_names
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

@@ -39,9 +39,9 @@ from caches.layers.short_term_memory.store import (
     owner_scope_value,
 )
 from caches.registry import EmergencyPolicy
-from tomori.knobs import knobs
-from tomori.repositories import population
-from tomori.repositories.memory import DeleteWhere
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import population
+from tomori.domain.repositories.memory import DeleteWhere
 
 NAME = "short_term_memory"
 

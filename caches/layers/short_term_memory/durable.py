@@ -28,8 +28,8 @@ from caches.database import run_db_writes
 from caches.layers.short_term_memory.entry import ShortTermMemoryEntry
 from caches.layers.short_term_memory.keys import USER
 from caches.outage_log import on_log_trail
-from tomori.knobs import knobs
-from tomori.repositories.memory import (
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories.memory import (
     DeleteKeys,
     DeleteWhere,
     DurableMemory,

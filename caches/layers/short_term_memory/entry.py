@@ -11,7 +11,7 @@ from typing import Any
 
 from caches.core.frozen import unfrozen_twin
 from caches.layers.short_term_memory.keys import SERVER, USER
-from tomori.repositories.memory import DurableMemory
+from tomori.domain.repositories.memory import DurableMemory
 
 # Orders entries written within one clock tick (newest first listings).
 _revisions = itertools.count(1)

@@ -23,9 +23,9 @@ from caches.layers.short_term_memory.entry import (
     entry_from_durable,
 )
 from caches.layers.short_term_memory.keys import SERVER, USER
-from tomori.knobs import knobs
-from tomori.repositories import memory as repo
-from tomori.repositories.memory import DurableMemory
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import memory as repo
+from tomori.domain.repositories.memory import DurableMemory
 
 Scope = tuple[str, int]
 # Hydrated entries keep their remaining lifetime, floored to 1/15 of the full

@@ -58,7 +58,7 @@ def parse_short_term_memory_key(text: str) -> ParsedKey:
 
 def parse_registry_key(text: str) -> str:
     """Validate an operator-typed key and return it as the cache key."""
-    from tomori.models.validation import parse_snowflake
+    from tomori.domain.models.validation import parse_snowflake
 
     parsed = parse_short_term_memory_key(text)
     ids = (parsed.owner, parsed.channel_disc_id, parsed.persona_id)

@@ -26,9 +26,9 @@ from caches.layers.short_term_memory.hydration import (
     crude_ttl,
     summary_ttl,
 )
-from tomori.knobs import knobs
-from tomori.repositories import memory as repo
-from tomori.repositories.memory import DeleteKeys, DeleteWhere
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories import memory as repo
+from tomori.domain.repositories.memory import DeleteKeys, DeleteWhere
 
 Value = ShortTermMemoryEntry | None
 #: A store's (scope, key) pairs: the user key, then the server key in a guild.

@@ -22,11 +22,11 @@ from caches.catalogs.service import (
     refresh_and_store,
     register_catalogs,
 )
-from caches.tasks import refresh_openrouter_catalogs
 from tests.caches.catalogs.conftest import starter_catalogs, text_model
-from tomori.knobs import knobs
-from tomori.models import CatalogSnapshot
-from tomori.repositories.catalogs import save_catalog_snapshot
+from tomori.domain.knobs import knobs
+from tomori.domain.models import CatalogSnapshot
+from tomori.domain.repositories.catalogs import save_catalog_snapshot
+from tomori.tasks.catalogs import refresh_openrouter_catalogs
 
 ROOT = Path(__file__).resolve().parents[3]
 

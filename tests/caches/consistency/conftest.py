@@ -11,7 +11,7 @@ def start_watched_bot(bot_process):  # type: ignore[no-untyped-def]
     """
     from tomori.bot.demo import seed_world
     from tomori.bot.simulator import Scenario, generate_world
-    from tomori.models import Server
+    from tomori.domain.models import Server
 
     seed_world(generate_world(Scenario.named("small")))
     Server.objects.update(channel_whitelist_enabled=False)

@@ -15,7 +15,7 @@ from caches.core import MISSING, FakeClock
 from caches.layers import tomori_state
 from caches.registry import registry
 from tests.support.outside import outside_client
-from tomori import models as m
+from tomori.domain import models as m
 
 BOUND = 2.0
 

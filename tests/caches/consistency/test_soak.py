@@ -9,7 +9,7 @@ import pytest
 from caches.core import finite_json
 from tests.caches.consistency.conftest import start_watched_bot
 from tests.tomori.bot.worker.conftest import BotProcess
-from tomori.models import Persona
+from tomori.domain.models import Persona
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

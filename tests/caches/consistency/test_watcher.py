@@ -10,7 +10,7 @@ from caches.consistency import NINES_CAP, ConsistencyWatcher, nines
 from caches.core import FakeClock
 from caches.layers import tomori_state
 from caches.registry import registry
-from tomori import models as m
+from tomori.domain import models as m
 
 BOUND = 2.0
 

@@ -28,7 +28,7 @@ from caches import bus
 from caches.database import close_thread_connections
 from caches.layers import layer_of, load_all
 from caches.registry import registry
-from tomori import models as m
+from tomori.domain import models as m
 
 
 @dataclass(frozen=True)

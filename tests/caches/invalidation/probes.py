@@ -30,8 +30,8 @@ from caches.layers.webhook import (
     get_persona_webhook,
 )
 from tests.caches.invalidation.conftest import Probe, probe
-from tomori import models as m
-from tomori.crypto import SecretToken
+from tomori.domain import models as m
+from tomori.domain.crypto import SecretToken
 
 
 def state(server: m.Server) -> Probe:

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.caches.invalidation import probes
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres")]
 

@@ -19,7 +19,7 @@ WAIT = 30.0
 
 def _rename_persona(persona_id: int, name: str) -> str:
     return (
-        "from tomori.models import Persona\n"
+        "from tomori.domain.models import Persona\n"
         f"p = Persona.objects.get(pk={persona_id})\n"
         f"p.name = {name!r}\n"
         "p.save()\n"
@@ -66,7 +66,7 @@ def test_a_blacklisting_in_another_process_reaches_this_ones_user_layer(
     assert layers.warm(listed) == [False]
 
     run_in_another_process(
-        "from tomori.models import UserBlacklist\n"
+        "from tomori.domain.models import UserBlacklist\n"
         f"UserBlacklist.objects.create(server_id={server.pk}, user_id={user.pk})\n",
         redis_url=redis_url,
         channel=bus_channel,

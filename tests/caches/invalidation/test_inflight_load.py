@@ -10,8 +10,8 @@ from asgiref.sync import sync_to_async
 
 from caches import bus
 from caches.layers import tomori_state
-from tomori import models as m
-from tomori.repositories import servers as servers_repo
+from tomori.domain import models as m
+from tomori.domain.repositories import servers as servers_repo
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

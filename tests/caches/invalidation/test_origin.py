@@ -37,7 +37,7 @@ def test_a_shell_save_is_logged_as_from_manage_py_and_its_process(
 
     pid = run_in_another_process(
         f"import os\n"
-        f"from tomori.models import Persona\n"
+        f"from tomori.domain.models import Persona\n"
         f"p = Persona.objects.get(pk={persona.id})\n"
         f"p.name = 'new'\n"
         f"p.save()\n"

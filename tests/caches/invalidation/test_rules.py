@@ -11,7 +11,7 @@ from caches.invalidation import cache_feeding_models, connect_signals, describe
 from caches.layers import declared_layers
 from caches.registry import UnknownOperationError
 from caches.rules import Event, change_events
-from tomori.models import CacheFeedingModel
+from tomori.domain.models import CacheFeedingModel
 
 # Every cache and operation a rule may name: the layers' own declarations.
 CONTRACT_OPS = {

@@ -112,7 +112,7 @@ def _run_writers(
 def test_every_short_lived_writer_publishes_or_says_what_it_left_to_the_outbox(
     world, redis_url, bus_channel, listener, tmp_path
 ) -> None:
-    from tomori.models import Persona
+    from tomori.domain.models import Persona
 
     persona = world.persona(world.server(), name="before")
     pids = _run_writers(persona.id, tmp_path, redis_url, bus_channel)

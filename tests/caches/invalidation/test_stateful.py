@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 from caches.invalidation import raw_write, record_change
 from tests.caches.invalidation import probes
 from tests.caches.invalidation.conftest import Layers, Probe, World
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -27,7 +27,7 @@ from caches.layers import declared_layers
 from tests.caches.invalidation import probes
 from tests.caches.invalidation.conftest import Layers, Probe, World
 from tests.caches.invalidation.test_write_paths import Fixture, _png
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres")]
 

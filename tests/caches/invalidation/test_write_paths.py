@@ -23,7 +23,7 @@ from caches.layers.preset_avatar import PNG_SIGNATURE
 from caches.registry import registry
 from tests.caches.invalidation import probes
 from tests.caches.invalidation.conftest import Layers, Probe, World
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres")]
 

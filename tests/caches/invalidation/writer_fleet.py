@@ -19,7 +19,7 @@ import sys
 def _write(persona_id: int, run: int) -> None:
     from django.db import transaction
 
-    from tomori.models import Persona
+    from tomori.domain.models import Persona
 
     persona = Persona.objects.get(pk=persona_id)
     try:
@@ -62,7 +62,7 @@ def main() -> None:
     # Imported once here, not in every child (what a write pulls in lazily).
     import caches.bus.publisher  # noqa: F401
     import caches.outbox.store  # noqa: F401
-    import tomori.models  # noqa: F401
+    import tomori.domain.models  # noqa: F401
 
     gc.freeze()  # the children's collections (and exits) skip what they share
 

@@ -1,1 +1,1 @@
-"""Tests of the cache layers I: server, persona, user and channel state."""
+"""Tests of the cache layers (`caches.layers`): one module or folder per layer."""

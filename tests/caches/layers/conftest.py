@@ -1,4 +1,4 @@
-"""Fixtures for the layers I tests: row factories, a fake clock, database failures."""
+"""Fixtures for the layer tests: row factories, a fake clock, database failures."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from django.db import OperationalError
 from caches.core import FakeClock
 from caches.layers import persona_sprite_message
 from caches.registry import registry
-from tomori.repositories import llms as llms_repo
-from tomori.repositories import servers as servers_repo
-from tomori.repositories import users as users_repo
-from tomori.repositories.llms import LlmRecord
-from tomori.repositories.servers import PersonaRecord, ServerRecord
-from tomori.repositories.users import UserRecord
+from tomori.domain.repositories import llms as llms_repo
+from tomori.domain.repositories import servers as servers_repo
+from tomori.domain.repositories import users as users_repo
+from tomori.domain.repositories.llms import LlmRecord
+from tomori.domain.repositories.servers import PersonaRecord, ServerRecord
+from tomori.domain.repositories.users import UserRecord
 
 T = TypeVar("T")
 

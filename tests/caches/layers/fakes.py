@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from tomori.repositories.llms import LlmRecord
-from tomori.repositories.servers import PersonaRecord, ServerRecord, TomoriStateRows
+from tomori.domain.repositories.llms import LlmRecord
+from tomori.domain.repositories.servers import (
+    PersonaRecord,
+    ServerRecord,
+    TomoriStateRows,
+)
 
 
 def tomori_rows(server_disc_id: int, *, persona: str = "Tomori") -> TomoriStateRows:

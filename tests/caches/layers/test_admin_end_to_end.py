@@ -14,7 +14,7 @@ from caches.layers.channel_whitelist import get_cached_whitelist_status
 from caches.layers.persona_sprite import get_cached_persona_sprites
 from caches.layers.personal_spotlight import get_cached_personal_spotlight_status
 from caches.layers.tomori_state import get_cached_all_personas
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.django_db
 

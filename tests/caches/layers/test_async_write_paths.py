@@ -21,16 +21,16 @@ from caches.layers.personal_spotlight import get_cached_personal_spotlight_statu
 from caches.layers.tomori_state import get_cached_all_personas
 from caches.layers.user import get_cached_blacklist_status, get_cached_privacy_level
 from tests.caches.layers.conftest import next_disc_id
-from tomori.models import PrivacyLevel
-from tomori.repositories import channels as channels_repo
-from tomori.repositories import expressions as expressions_repo
-from tomori.repositories import llms as llms_repo
-from tomori.repositories import servers as servers_repo
-from tomori.repositories import spotlight as spotlight_repo
-from tomori.repositories import sprites as sprites_repo
-from tomori.repositories import users as users_repo
-from tomori.repositories.expressions import GuildExpression
-from tomori.repositories.sprites import SpriteInput
+from tomori.domain.models import PrivacyLevel
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories import expressions as expressions_repo
+from tomori.domain.repositories import llms as llms_repo
+from tomori.domain.repositories import servers as servers_repo
+from tomori.domain.repositories import spotlight as spotlight_repo
+from tomori.domain.repositories import sprites as sprites_repo
+from tomori.domain.repositories import users as users_repo
+from tomori.domain.repositories.expressions import GuildExpression
+from tomori.domain.repositories.sprites import SpriteInput
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,8 @@ from caches.layers import channel_llm, channel_prompt
 from caches.layers.channel_llm import get_cached_channel_llm
 from caches.layers.channel_prompt import get_cached_channel_prompt
 from caches.registry import registry
-from tomori.repositories import channels as channels_repo
-from tomori.repositories.channels import ChannelPromptRecord
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories.channels import ChannelPromptRecord
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from caches.layers.channel_whitelist import (
     whitelist_cache_key,
 )
 from caches.registry import registry
-from tomori.models import CooldownType
-from tomori.repositories import channels as channels_repo
+from tomori.domain.models import CooldownType
+from tomori.domain.repositories import channels as channels_repo
 
 pytestmark = pytest.mark.django_db
 

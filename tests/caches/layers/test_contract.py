@@ -59,18 +59,18 @@ from caches.layers.webhook_identity import WebhookIdentity
 from caches.registry import EmergencyPolicy, registry
 from tests.caches.core.contract import check_managed_cache
 from tests.caches.layers.fakes import llm_record, tomori_rows
-from tomori.crypto import SecretToken
-from tomori.repositories import channels as channels_repo
-from tomori.repositories import expressions as expressions_repo
-from tomori.repositories import integrations as integrations_repo
-from tomori.repositories import llms as llms_repo
-from tomori.repositories import presets as presets_repo
-from tomori.repositories import servers as servers_repo
-from tomori.repositories import spotlight as spotlight_repo
-from tomori.repositories import sprites as sprites_repo
-from tomori.repositories import users as users_repo
-from tomori.repositories import webhooks as webhooks_repo
-from tomori.repositories.channels import WhitelistDecision
+from tomori.domain.crypto import SecretToken
+from tomori.domain.repositories import channels as channels_repo
+from tomori.domain.repositories import expressions as expressions_repo
+from tomori.domain.repositories import integrations as integrations_repo
+from tomori.domain.repositories import llms as llms_repo
+from tomori.domain.repositories import presets as presets_repo
+from tomori.domain.repositories import servers as servers_repo
+from tomori.domain.repositories import spotlight as spotlight_repo
+from tomori.domain.repositories import sprites as sprites_repo
+from tomori.domain.repositories import users as users_repo
+from tomori.domain.repositories import webhooks as webhooks_repo
+from tomori.domain.repositories.channels import WhitelistDecision
 
 load_all()  # every layer module registers its layer
 
@@ -348,7 +348,7 @@ CASES: dict[str, Case] = {
         None,
         why_not_driven=(
             "its writes are durable (a queued table write per entry); "
-            "tests/caches/layers2/test_short_term_memory*.py drive it end to end"
+            "tests/caches/layers/short_term_memory/test_short_term_memory*.py drive it end to end"
         ),
     ),
 }

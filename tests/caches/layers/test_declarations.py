@@ -33,7 +33,7 @@ from caches.registry import (
 )
 from tomori.bot.pipeline import PIPELINE_LAYERS
 from tomori.bot.pipeline.discord_events import guild_events
-from tomori.knobs import knobs  # noqa: F401
+from tomori.domain.knobs import knobs  # noqa: F401
 
 
 def caps_of(name: str) -> set[int]:
@@ -118,7 +118,7 @@ def test_a_setting_change_rebuilds_only_the_layers_built_from_it() -> None:
 
 
 def test_every_declared_setting_is_a_knob() -> None:
-    from tomori.knobs import KNOBS_BY_NAME
+    from tomori.domain.knobs import KNOBS_BY_NAME
 
     for layer in declared_layers().values():
         own = {k.name for k in layer.knobs}
@@ -134,8 +134,8 @@ UNDECLARED_CACHE_KNOBS = {
 
 
 def test_every_cache_cap_and_ttl_knob_is_declared_by_a_layer() -> None:
-    from tomori.knobs import KNOBS
-    from tomori.knobs.cache_layers import (
+    from tomori.domain.knobs import KNOBS
+    from tomori.domain.knobs.cache_layers import (
         CacheKnobs,
         PersonaSpriteKnobs,
         ShortTermMemoryKnobs,

@@ -16,9 +16,9 @@ from caches.layers.emoji_sticker import (
     needs_sync,
 )
 from caches.registry import registry
-from tomori.models import ServerExpressionSync
-from tomori.repositories import expressions as expressions_repo
-from tomori.repositories.expressions import ExpressionSyncState, GuildExpression
+from tomori.domain.models import ServerExpressionSync
+from tomori.domain.repositories import expressions as expressions_repo
+from tomori.domain.repositories.expressions import ExpressionSyncState, GuildExpression
 
 pytestmark = pytest.mark.django_db
 

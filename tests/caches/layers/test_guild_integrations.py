@@ -10,9 +10,9 @@ from caches.layers.guild_mcp_config import get_cached_guild_mcp_configs
 from caches.layers.novelai_subscription import get_cached_novelai_subscription
 from caches.layers.st_preset import get_cached_st_preset
 from caches.registry import registry
-from tomori.repositories import integrations as integrations_repo
-from tomori.repositories import presets as presets_repo
-from tomori.repositories.presets import StPresetNodeRecord
+from tomori.domain.repositories import integrations as integrations_repo
+from tomori.domain.repositories import presets as presets_repo
+from tomori.domain.repositories.presets import StPresetNodeRecord
 
 pytestmark = pytest.mark.django_db
 

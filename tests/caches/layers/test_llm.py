@@ -17,7 +17,7 @@ from caches.layers.llm import (
     is_llm_cache_ready,
 )
 from caches.registry import registry
-from tomori.repositories import llms as llms_repo
+from tomori.domain.repositories import llms as llms_repo
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +96,7 @@ def test_clear_makes_it_unready_until_warmed(run, models):
 
 def test_deleted_rows_leave_on_rewarm(run, models):
     run(initialize_llm_cache)
-    from tomori.models import Llm
+    from tomori.domain.models import Llm
 
     Llm.objects.filter(pk=models["old"].id).delete()
     run(initialize_llm_cache)

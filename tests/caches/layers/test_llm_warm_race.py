@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 
 from caches import bus
 from caches.layers import llm as llm_layer
-from tomori import models as m
-from tomori.repositories import llms as llms_repo
+from tomori.domain import models as m
+from tomori.domain.repositories import llms as llms_repo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

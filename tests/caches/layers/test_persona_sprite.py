@@ -12,8 +12,8 @@ from caches.layers.persona_sprite import (
     get_cached_prompt_sprites,
 )
 from caches.registry import registry
-from tomori.repositories import sprites as sprites_repo
-from tomori.repositories.sprites import SpriteInput, SpriteLimitError
+from tomori.domain.repositories import sprites as sprites_repo
+from tomori.domain.repositories.sprites import SpriteInput, SpriteLimitError
 
 pytestmark = pytest.mark.django_db
 

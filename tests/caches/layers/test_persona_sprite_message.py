@@ -16,8 +16,8 @@ from caches.layers.persona_sprite_message import (
     record_persona_sprite_message,
 )
 from caches.registry import registry
-from tomori.models import PersonaSpriteMessage
-from tomori.repositories import sprites as sprites_repo
+from tomori.domain.models import PersonaSpriteMessage
+from tomori.domain.repositories import sprites as sprites_repo
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ from caches.layers.personal_spotlight import (
     spotlight_cache_key,
 )
 from caches.registry import registry
-from tomori.models import PersonalSpotlight
-from tomori.repositories import spotlight as spotlight_repo
-from tomori.repositories.spotlight import SpotlightRecord
+from tomori.domain.models import PersonalSpotlight
+from tomori.domain.repositories import spotlight as spotlight_repo
+from tomori.domain.repositories.spotlight import SpotlightRecord
 
 pytestmark = pytest.mark.django_db
 

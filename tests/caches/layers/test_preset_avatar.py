@@ -17,7 +17,7 @@ from caches.layers.preset_avatar import (
     resolve_avatar_path,
 )
 from caches.registry import registry
-from tomori.repositories import presets as presets_repo
+from tomori.domain.repositories import presets as presets_repo
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from caches.layers.tomori_state import (
 )
 from caches.registry import registry
 from tests.caches.layers.fakes import tomori_rows
-from tomori import models as m
-from tomori.repositories import servers as servers_repo
+from tomori.domain import models as m
+from tomori.domain.repositories import servers as servers_repo
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from caches.layers.user import (
     invalidate_user_cache,
 )
 from caches.registry import registry
-from tomori.models import PrivacyLevel
-from tomori.repositories import users as users_repo
+from tomori.domain.models import PrivacyLevel
+from tomori.domain.repositories import users as users_repo
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from caches.db_outage import database_failed, failing_layer, served_stale
 from caches.layers import channel_whitelist
 from caches.turn_notes import TurnNotes
 from tests.support.faults import TcpProxy
-from tomori.repositories.health import drop_broken_connections
+from tomori.domain.repositories.health import drop_broken_connections
 
 
 @pytest.fixture(autouse=True)

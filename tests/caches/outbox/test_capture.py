@@ -24,7 +24,7 @@ from caches.models import InvalidationOutbox
 from caches.outbox import OutboxFollower, capture
 from caches.registry import Event, registry
 from tests.support.outside import outside_client
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

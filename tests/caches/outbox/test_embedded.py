@@ -29,7 +29,7 @@ def manage(*args: str, env: dict[str, str]) -> str:
 
 
 SEED = (
-    "from tomori.models import Server, Persona\n"
+    "from tomori.domain.models import Server, Persona\n"
     "s = Server.objects.create(server_disc_id=123456789012345678)\n"
     "print(Persona.objects.create(server=s, name='before', is_main=True).pk)\n"
 )
@@ -52,7 +52,7 @@ def test_a_shell_save_reaches_the_worker_through_the_outbox(tmp_path: Path):
             "shell",
             "--no-imports",
             "-c",
-            "from tomori.models import Persona\n"
+            "from tomori.domain.models import Persona\n"
             f"p = Persona.objects.get(pk={persona_id}); p.name = 'after'; p.save()\n",
             env=env,
         )

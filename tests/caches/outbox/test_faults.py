@@ -19,7 +19,7 @@ from caches.layers import tomori_state
 from caches.registry import registry
 from tests.caches.invalidation.conftest import run_in_another_process
 from tests.support.faults import wait_until
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -71,7 +71,7 @@ def rename(persona: m.Persona, name: str, *, kill_after_commit: bool = False) ->
     code = (
         "import os\n"
         "from django.db import transaction\n"
-        "from tomori.models import Persona\n"
+        "from tomori.domain.models import Persona\n"
         "with transaction.atomic():\n"
         f"    p = Persona.objects.get(pk={persona.pk})\n"
         f"    p.name = {name!r}\n"

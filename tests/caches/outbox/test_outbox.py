@@ -15,7 +15,7 @@ from caches.layers import tomori_state
 from caches.models import InvalidationOutbox
 from caches.outbox import OutboxFollower
 from caches.registry import registry
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,7 +29,7 @@ from django.db import connection
 from conftest import require_service
 from tests.tomori.bot.worker.conftest import ROOT, BotProcess
 from tests.tomori.bot.worker.conftest import test_database_url as database_url
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from caches.models import CacheControl
 from caches.operations import WorkerContext, build_worker_snapshot, make_command_handler
 from metrics.models import MetricSample
 from tests.tomori.admin.conftest import TEST_CACHE
-from tomori import models as m
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.django_db
 

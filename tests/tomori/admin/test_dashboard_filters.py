@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from caches.templatetags.cache_dashboard import breakable
+from tomori.templatetags.cache_dashboard import breakable
 
 
 def test_a_cache_name_may_break_after_each_underscore() -> None:

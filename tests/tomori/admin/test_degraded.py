@@ -26,7 +26,7 @@ from caches.operations import WorkerContext, make_command_handler
 from metrics.models import MetricSample
 from tests.support.faults import free_port
 from tests.tomori.admin.conftest import TEST_CACHE, Worker
-from tomori.repositories.webhooks import save_managed_webhook
+from tomori.domain.repositories.webhooks import save_managed_webhook
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = "admin:caches_cachecontrol_changelist"

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from caches.admin import views
 from caches.core import FakeClock
 from caches.memory.readers import HostMemorySampler
 from metrics.logger import CacheMetricsLogger
@@ -24,7 +23,8 @@ from metrics.models import MetricSample
 from metrics.repository import MetricSampleRepository
 from tests.tomori.admin.conftest import TEST_CACHE
 from tests.tomori.admin.test_browser import SCREENSHOTS, log_in, operator_login, page
-from tomori.knobs import knobs
+from tomori.admin.cache_dashboard import views
+from tomori.domain.knobs import knobs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 __all__ = ["operator_login", "page"]  # fixtures, used by name below

@@ -16,7 +16,7 @@ from django.utils import timezone
 from caches.registry import EmergencyPolicy, registry
 from metrics.models import MetricSample
 from tests.tomori.admin.conftest import TEST_CACHE
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from caches.operations import (
 )
 from caches.registry import EmergencyPolicy, registry
 from tests.tomori.admin.conftest import TEST_CACHE
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 pytestmark = pytest.mark.django_db
 
@@ -243,7 +243,7 @@ def test_a_rejected_post_refreshes_to_the_dashboard_not_its_own_url(  # type: ig
 def test_the_admin_docs_explain_the_composite_caps_the_dashboard_shows() -> None:
     from pathlib import Path
 
-    from tomori.knobs import KNOBS_BY_NAME
+    from tomori.domain.knobs import KNOBS_BY_NAME
 
     def default(name: str) -> int:
         return int(KNOBS_BY_NAME[name].default)

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tomori import models as m
 from tomori.bot.simulator.world import TEXT_CHANNEL, SimGuild, World
+from tomori.domain import models as m
 
 # (provider, codename, default, tools, vision, context)
 DEMO_LLMS = (

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tomori import models as m
 from tomori.bot.demo.base import SPRITE_NAMES, Seed, text_channels, user_pks
+from tomori.domain import models as m
 
 
 def seed_features(

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 

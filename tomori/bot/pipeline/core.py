@@ -42,8 +42,8 @@ from tomori.bot.pipeline.resolve import (
 from tomori.bot.pipeline.responder import RecordingResponder, Responder
 from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn, stop_turn
 from tomori.bot.pipeline.waiting import CountWaiters
-from tomori.knobs import knobs
-from tomori.repositories.channels import WhitelistDecision
+from tomori.domain.knobs import knobs
+from tomori.domain.repositories.channels import WhitelistDecision
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from caches.layers import (
 )
 from caches.layers.declaration import Layer
 from caches.registry import Event, registry
-from tomori.repositories import servers as servers_repo
+from tomori.domain.repositories import servers as servers_repo
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from caches.layers.persona_sprite_message import (
     prime_persona_sprite_message_records,
 )
 from caches.layers.voice_transcript import get_cached_voice_transcript
-from tomori.repositories.sprites import SpriteMessageRecord
+from tomori.domain.repositories.sprites import SpriteMessageRecord
 
 #: Messages of the channel the window holds (older first once built).
 DEFAULT_HISTORY_LIMIT = 10

@@ -13,7 +13,7 @@ from caches.layers.short_term_memory import (
     StmMessage,
     short_term_memory_store,
 )
-from tomori.repositories.servers import PersonaRecord
+from tomori.domain.repositories.servers import PersonaRecord
 
 #: Characters of a message kept in short-term memory (bounds its memory).
 STM_CONTENT_LIMIT = 500

@@ -15,11 +15,11 @@ from caches.layers.personal_spotlight import get_cached_personal_spotlight_statu
 from caches.layers.st_preset import get_cached_st_preset
 from caches.layers.tomori_state import TomoriState
 from caches.layers.user import get_cached_user_row
-from tomori.repositories.channels import WhitelistDecision
-from tomori.repositories.expressions import GuildExpression
-from tomori.repositories.llms import LlmRecord
-from tomori.repositories.servers import PersonaRecord
-from tomori.repositories.users import (
+from tomori.domain.repositories.channels import WhitelistDecision
+from tomori.domain.repositories.expressions import GuildExpression
+from tomori.domain.repositories.llms import LlmRecord
+from tomori.domain.repositories.servers import PersonaRecord
+from tomori.domain.repositories.users import (
     DEFAULT_PRIVACY_LEVEL,
     MOST_RESTRICTIVE_PRIVACY_LEVEL,
     UserRecord,

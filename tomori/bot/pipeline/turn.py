@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from caches.core.frozen import unfrozen_twin
-from tomori.repositories.channels import (
+from tomori.domain.repositories.channels import (
     ChannelPromptRecord,
     CooldownOverride,
     WhitelistDecision,
 )
-from tomori.repositories.servers import PersonaRecord
-from tomori.repositories.sprites import SpriteMessageRecord, SpriteRecord
-from tomori.repositories.users import UserRecord
+from tomori.domain.repositories.servers import PersonaRecord
+from tomori.domain.repositories.sprites import SpriteMessageRecord, SpriteRecord
+from tomori.domain.repositories.users import UserRecord
 
 if TYPE_CHECKING:
     from caches.layers.tomori_state import TomoriState

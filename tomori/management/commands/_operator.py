@@ -18,7 +18,7 @@ from caches.operations import (
     describe_command,
     send_command,
 )
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 ISSUER = "manage.py"
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from metrics.repository import MetricSampleRepository
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 
 class Command(BaseCommand):

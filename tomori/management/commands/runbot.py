@@ -12,7 +12,7 @@ from django.db import DEFAULT_DB_ALIAS
 from caches import process_identity
 from tomori.bot.lock import ShardLockError
 from tomori.bot.worker import BotWorker, WorkerOptions, exit_if_blocked_in_database
-from tomori.knobs import knobs
+from tomori.domain.knobs import knobs
 
 
 def _shard_ids(text: str) -> list[int]:

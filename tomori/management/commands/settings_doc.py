@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from caches.layers import declared_layers
-from tomori.knobs.doc import DOC_PATH, REGENERATE, settings_doc
+from tomori.domain.knobs.doc import DOC_PATH, REGENERATE, settings_doc
 
 
 def layers_by_knob() -> dict[str, list[str]]:

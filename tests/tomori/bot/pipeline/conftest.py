@@ -159,7 +159,7 @@ def text_channel(world: World, guild_id: int, *, index: int = 0) -> int:
 @sync_to_async
 def blacklisted_users(guild_id: int) -> set[int]:
     """Return the Discord ids of the users blacklisted in a guild."""
-    from tomori.models import UserBlacklist
+    from tomori.domain.models import UserBlacklist
 
     return set(
         UserBlacklist.objects.filter(server__server_disc_id=guild_id).values_list(

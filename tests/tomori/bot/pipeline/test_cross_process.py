@@ -22,8 +22,8 @@ from tests.tomori.bot.pipeline.conftest import (
     busiest_guild,
     text_channel,
 )
-from tomori import models as m
 from tomori.bot.pipeline import Outcome
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +52,7 @@ def _database_url() -> str:
 def rename_in_another_process(persona_id: int, name: str, channel: str) -> None:
     """Run `manage.py shell` against the test database and rename a persona."""
     code = (
-        "from tomori.repositories.servers import persona_update; "
+        "from tomori.domain.repositories.servers import persona_update; "
         f"persona_update(persona_id={persona_id}, name={name!r})"
     )
     env = {

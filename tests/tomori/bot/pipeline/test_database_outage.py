@@ -28,9 +28,9 @@ from tests.tomori.bot.pipeline.conftest import (
     human_member,
     text_channel,
 )
-from tomori import models as m
 from tomori.bot.pipeline import Outcome
 from tomori.bot.pipeline.responder import UNAVAILABLE_TEXT, ReplyingResponder
+from tomori.domain import models as m
 
 
 def _route_through(port: int | None, saved: dict[str, Any]) -> None:

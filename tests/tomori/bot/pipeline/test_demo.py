@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tomori import models as m
 from tomori.bot.demo import seed_world
 from tomori.bot.simulator import Scenario, generate_world
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from caches.layers import (
 )
 from caches.registry import registry
 from tests.tomori.bot.pipeline.conftest import Bot
-from tomori import models as m
 from tomori.bot.pipeline import PIPELINE_LAYERS, Outcome
+from tomori.domain import models as m
 
 pytestmark = pytest.mark.e2e
 

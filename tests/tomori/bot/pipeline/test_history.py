@@ -15,10 +15,10 @@ from tests.tomori.bot.pipeline.conftest import (
     busiest_guild,
     text_channel,
 )
-from tomori import models as m
 from tomori.bot.pipeline import Outcome
 from tomori.bot.simulator.event_payloads import message_payload
 from tomori.bot.simulator.payloads import member_payload, user_payload
+from tomori.domain import models as m
 
 VOICE_FLAG = 1 << 13
 

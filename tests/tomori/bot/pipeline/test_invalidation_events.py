@@ -15,7 +15,7 @@ from tests.tomori.bot.pipeline.conftest import (
     text_channel,
 )
 from tomori.bot.pipeline import Outcome, ResolvedTurn
-from tomori.crypto import SecretToken
+from tomori.domain.crypto import SecretToken
 
 
 def cached(name: str, key: Any) -> bool:

@@ -11,11 +11,11 @@ from tests.tomori.bot.pipeline.conftest import (
     busiest_guild,
     text_channel,
 )
-from tomori import models as m
 from tomori.bot.pipeline import Outcome
 from tomori.bot.pipeline.responder import ReplyingResponder
 from tomori.bot.simulator.event_payloads import message_payload
 from tomori.bot.simulator.payloads import user_payload
+from tomori.domain import models as m
 
 
 @sync_to_async

@@ -16,7 +16,7 @@ from tests.tomori.bot.worker.conftest import ROOT, BotProcess
 from tomori.bot.demo import seed_world
 from tomori.bot.lock import LockState, ShardLock, ShardLockError, lock_names
 from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Server, ShortTermMemoryRecord
+from tomori.domain.models import Server, ShortTermMemoryRecord
 
 SIM = ("--simulate", "--fake-openrouter", "--traffic-rate", "400")
 

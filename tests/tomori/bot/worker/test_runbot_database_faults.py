@@ -15,7 +15,7 @@ from tests.tomori.bot.worker.conftest import test_database_url as database_url_o
 from tomori.bot.demo import seed_world
 from tomori.bot.durable_flush import SHUTDOWN_MARGIN_SECONDS
 from tomori.bot.simulator import Scenario, generate_world
-from tomori.models import Server, ShortTermMemoryRecord
+from tomori.domain.models import Server, ShortTermMemoryRecord
 
 SIM = ("--simulate", "--fake-openrouter", "--traffic-rate", "200")
 ENV = {

@@ -1,0 +1,1 @@
+"""Tests of the webhook layers (`caches.layers.webhook`, `webhook_identity`)."""

@@ -1,1 +1,0 @@
-"""Tests of the cache layers II: short-term memory, transcripts, tables, webhooks."""

@@ -1,0 +1,1 @@
+"""Tests of the cache metrics logger (`metrics.logger`)."""

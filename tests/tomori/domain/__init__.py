@@ -1,0 +1,1 @@
+"""Tests of `tomori.domain`: models, constraints, input rules, migrations, settings, crypto."""

@@ -1,0 +1,1 @@
+"""Tests of the Celery tasks and beat (`tomori.tasks`)."""

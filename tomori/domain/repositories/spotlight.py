@@ -1,0 +1,91 @@
+"""Personal spotlights: the gate query, the status query, and writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Q
+from django.utils import timezone
+
+from tomori.domain.models import PersonalSpotlight
+
+
+@dataclass(frozen=True, slots=True)
+class SpotlightRecord:
+    """A user's active spotlight in a channel: the persona, until when.
+
+    `expires_ts` is `expires_at` as POSIX seconds (None: open-ended), kept so
+    that a cache hit checks the expiry against `time.time()` instead of
+    building an aware datetime per read.
+    """
+
+    persona_id: int | None
+    expires_at: datetime | None
+    expires_ts: float | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        stamp = None if self.expires_at is None else self.expires_at.timestamp()
+        object.__setattr__(self, "expires_ts", stamp)
+
+
+def _unexpired(now: datetime) -> Q:
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+
+
+def server_has_personal_spotlights(server_id: int) -> bool:
+    """Tell whether the server has any spotlight that has not expired."""
+    return (
+        PersonalSpotlight.objects.filter(server_id=server_id)
+        .filter(_unexpired(timezone.now()))
+        .exists()
+    )
+
+
+def get_personal_spotlight_status(
+    *, server_id: int, user_id: int, channel_disc_id: int
+) -> SpotlightRecord | None:
+    """Delete the server's expired spotlights, then return this triple's, or None."""
+    now = timezone.now()
+    PersonalSpotlight.objects.filter(server_id=server_id, expires_at__lte=now).delete()
+    row = (
+        PersonalSpotlight.objects.filter(
+            server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+        )
+        .values_list("persona_id", "expires_at")
+        .first()
+    )
+    return SpotlightRecord(persona_id=row[0], expires_at=row[1]) if row else None
+
+
+def personal_spotlight_set(
+    *,
+    server_id: int,
+    user_id: int,
+    channel_disc_id: int,
+    persona_id: int | None,
+    expires_at: datetime | None = None,
+) -> SpotlightRecord:
+    """Create or replace a user's spotlight in a channel."""
+    row = PersonalSpotlight.objects.filter(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    ).first() or PersonalSpotlight(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    )
+    row.persona_id = persona_id
+    row.expires_at = expires_at
+    row.save()
+    return SpotlightRecord(persona_id=persona_id, expires_at=expires_at)
+
+
+def personal_spotlight_remove(
+    *, server_id: int, user_id: int, channel_disc_id: int
+) -> bool:
+    """Remove a user's spotlight in a channel; return whether there was one."""
+    row = PersonalSpotlight.objects.filter(
+        server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
+    ).first()
+    if row is None:
+        return False
+    row.delete()
+    return True
