@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
 
 from caches.consistency import ConsistencyWatcher
 from caches.core import MISSING, FakeClock
@@ -19,7 +18,10 @@ from tomori.domain import models as m
 
 BOUND = 2.0
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("postgres"),
+]
 
 
 @sync_to_async
@@ -68,8 +70,6 @@ async def past_the_bound(
 async def test_an_outside_write_is_repaired_and_counted_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("a second PostgreSQL client writes behind Django")
     clock = FakeClock(start=100.0)
     watcher = ConsistencyWatcher(
         registry, checks_per_second=10, bound_seconds=BOUND, clock=clock

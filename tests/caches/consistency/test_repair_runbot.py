@@ -8,7 +8,6 @@ import time
 from collections import Counter
 
 import pytest
-from django.db import connection
 
 from caches.core import finite_json
 from tests.caches.consistency.conftest import start_watched_bot
@@ -16,7 +15,11 @@ from tests.support.outside import outside_client
 from tests.tomori.bot.worker.conftest import BotProcess
 from tomori.domain.models import Persona
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("postgres"),
+    pytest.mark.e2e,
+]
 
 SUFFIX = "#outside"
 REPAIRED = re.compile(r"consistency: tomori_state\[(\d+)\] differs .*dropped it")
@@ -52,8 +55,6 @@ def _served_renamed() -> bool:
 def test_a_running_worker_repairs_an_outside_write_once_per_key(
     run_bot: type[BotProcess],
 ) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("a second PostgreSQL client writes behind Django")
     bot = start_watched_bot(run_bot)
     for _ in range(60):  # one cache_sizes line a second: the clock
         _next_second(bot)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,9 +62,7 @@ def test_a_shell_save_reaches_the_worker_through_the_outbox(tmp_path: Path):
 
 
 def test_an_outside_write_by_the_sqlite3_cli_reaches_the_worker(tmp_path: Path):
-    """SQLite's row-level capture triggers: the `sqlite3` binary, no Django in it."""
-    if shutil.which("sqlite3") is None:
-        pytest.skip("the sqlite3 binary is not installed")
+    """SQLite's row-level capture triggers: a client with no Django in it."""
     database = tmp_path / "embedded.sqlite3"
     env = {
         **os.environ,
@@ -79,8 +76,14 @@ def test_an_outside_write_by_the_sqlite3_cli_reaches_the_worker(tmp_path: Path):
     bot = BotProcess("--simulate", env={**env, "PYTHONUNBUFFERED": "1"})
     try:
         bot.wait_for("is up", timeout=90)
-        subprocess.run(
-            ["sqlite3", str(database), "UPDATE personas SET name = 'by sqlite3';"],
+        subprocess.run(  # Python's own sqlite3 module, in a process of its own
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                "c.execute(\"UPDATE personas SET name = 'by sqlite3'\"); c.commit()",
+                str(database),
+            ],
             check=True,
             timeout=30,
         )
