@@ -164,7 +164,7 @@ class Bus:
         from caches.outbox import OutboxFollower
 
         follower = OutboxFollower(
-            deliver=self.applier.row,
+            deliver=self.applier.rows,
             flush=self.applier.flush_all,
             interval=options.interval,
             retention=options.retention,
@@ -186,7 +186,8 @@ class Bus:
             self._follower.stop(timeout)
             self._follower = None
             self.applier.catch_up = self.applier.note_outbox = None
-        self.applier.loop = self._runner.loop = None
+        self.applier.use(loop=None)
+        self._runner.loop = None
         self.stats.set_connected(False)
 
     def close(self, *, drain_timeout: float = 5.0) -> None:

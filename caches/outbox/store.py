@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 from django.db import DEFAULT_DB_ALIAS
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from caches.messages import (
@@ -149,17 +151,72 @@ def rows_after(
         model.objects.using(using)
         .filter(wanted)
         .order_by("id")
-        .values_list("id", "created_at", "events", "origin")[:BATCH]
+        # As text: the JSON is parsed on first use (`StoredEvents`), on the
+        # caches' loop in a worker, not by the thread that reads.
+        .annotate(raw=Cast("events", TextField()))
+        .values_list("id", "created_at", "raw", "origin")[:BATCH]
     )
     return [
         OutboxRow(
             id=i,
             created_at=created.timestamp(),
-            events=_events(i, ev),
+            events=StoredEvents(i, raw),
             origin=origin,
         )
-        for i, created, ev, origin in rows
+        for i, created, raw, origin in rows
     ]
+
+
+class StoredEvents(Sequence[EventTuple]):
+    """One outbox row's events, parsed from its JSON text when first used.
+
+    A malformed row reads as no events (logged once, when parsed).
+    """
+
+    __slots__ = ("_parsed", "_raw", "_row_id")
+
+    def __init__(self, row_id: int, raw: str | None) -> None:
+        self._row_id = row_id
+        self._raw = raw
+        self._parsed: tuple[EventTuple, ...] | None = None
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the text is parsed yet (parsing 100 events takes about 0.15 ms)."""
+        return self._parsed is not None
+
+    def _events(self) -> tuple[EventTuple, ...]:
+        if self._parsed is None:
+            try:
+                decoded = json.loads(self._raw or "null")
+            except (ValueError, RecursionError) as exc:
+                decoded = exc
+            self._parsed = _events(self._row_id, decoded)
+            self._raw = None
+        return self._parsed
+
+    def __len__(self) -> int:
+        return len(self._events())
+
+    @overload
+    def __getitem__(self, index: int) -> EventTuple: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EventTuple, ...]: ...
+    def __getitem__(self, index: int | slice) -> EventTuple | tuple[EventTuple, ...]:
+        return self._events()[index]
+
+    def __iter__(self) -> Iterator[EventTuple]:
+        return iter(self._events())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredEvents):
+            other = other._events()
+        return self._events() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredEvents(row {self._row_id}: {self._events()!r})"
 
 
 def prune(*, older_than: dt.timedelta, using: str = DEFAULT_DB_ALIAS) -> int:
@@ -171,6 +228,8 @@ def prune(*, older_than: dt.timedelta, using: str = DEFAULT_DB_ALIAS) -> int:
 
 def _events(row_id: int, raw: Any) -> tuple[EventTuple, ...]:
     try:
+        if isinstance(raw, Exception):  # the text was not JSON at all
+            raise MalformedMessage(f"not JSON: {raw}")
         return events_from_json(raw)
     except MalformedMessage as exc:
         # Skipped, not retried: the row will never parse; the log says which.

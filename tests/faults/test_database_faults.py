@@ -223,7 +223,7 @@ def test_stopping_the_outbox_follower_does_not_wait_on_a_read_the_frozen_databas
     db_through_proxy: TcpProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     follower = OutboxFollower(
-        deliver=lambda events, sent_at, origin: None,
+        deliver=lambda rows: None,
         flush=lambda reason: None,
         interval=60.0,
         retention=600.0,

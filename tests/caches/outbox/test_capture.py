@@ -240,7 +240,7 @@ def test_raw_sql_in_a_django_transaction_goes_out_with_its_write(psql) -> None:
 def test_the_follower_applies_an_outside_write_to_the_real_layer(psql) -> None:
     server, persona = guild("old")
     follower = OutboxFollower(
-        deliver=lambda events, sent_at, origin: bus.apply_to_registry(events),
+        deliver=lambda rows: [bus.apply_to_registry(list(row[0])) for row in rows],
         flush=lambda reason: registry.clear_invalidatable(),
         interval=0.5,
         retention=3600.0,

@@ -27,9 +27,10 @@ class Applied:
         self.batches: list[list[Any]] = []
         self.flushes: list[str] = []
 
-    def deliver(self, events: list[Any], sent_at: float, origin: str) -> None:
-        self.batches.append(events)
-        bus.apply_to_registry(events)
+    def deliver(self, rows: list[tuple[Any, float, str]]) -> None:
+        for events, _sent_at, _origin in rows:
+            self.batches.append(list(events))
+            bus.apply_to_registry(list(events))
 
     def flush(self, reason: str) -> None:
         self.flushes.append(reason)
