@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from caches.layers import declared_layers
-from caches.layers._feeds import Feed, Lookup, Row
+from caches.layers._feeds import Feed, Lookup, Row, Via
 from caches.layers.declaration import Layer
 from caches.registry import Event
 
@@ -38,6 +38,8 @@ class Rule:
     events: EventsFn
     fields: tuple[str, ...] | None = None
     m2m: tuple[str, ...] = ()
+    #: Arguments read through another table (what a batch looks up at once).
+    vias: tuple[Via, ...] = ()
 
     @property
     def caches(self) -> tuple[str, ...]:
@@ -59,7 +61,9 @@ def feed_rule(layer: Layer, feed: Feed) -> Rule:
         # The row a key needs is gone (raw delete): dropping the cache is safe.
         return [Event(layer.name, "all") if args is None else op(*args)]
 
-    return Rule(feed.model, (layer,), feed.reads, events, feed.fields, feed.m2m)
+    return Rule(
+        feed.model, (layer,), feed.reads, events, feed.fields, feed.m2m, feed.vias
+    )
 
 
 def derive_rules(layers: Iterable[Layer]) -> tuple[Rule, ...]:

@@ -136,6 +136,9 @@ def record_changes(
     pending = pending_for(using, scope=scope)
     columns, pk = all_columns(model), model._meta.pk.attname
     events: list[Event] = []
+    changes = list(changes)
+    if len(changes) > 1:  # one query per looked-up table, not one per row
+        pending.lookup.prefetch(rules, (row for pair in changes for row in pair))
     for old, new in changes:
         events += change_events(rules, old, new, pending.lookup, columns=columns, pk=pk)
     if model._meta.label in LOOKUP_MODELS:

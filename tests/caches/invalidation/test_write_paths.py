@@ -698,3 +698,34 @@ def test_deleting_a_stale_instance_invalidates_where_the_row_is_now(layers, worl
     assert "ghost" in names(layers.warm(state)[0])  # b's state lists the persona
     stale.delete()
     assert "ghost" not in names(layers.read(state))
+
+
+@pytest.mark.parametrize("path", ["update", "bulk_update"])
+def test_a_write_over_many_servers_looks_the_servers_up_in_one_query(
+    layers, world, commit, path
+):
+    """The key (a server's Discord id) is read per batch, not once per row."""
+    from django.test.utils import CaptureQueriesContext
+
+    servers = [world.server() for _ in range(30)]
+    personas = [world.persona(server, name="before") for server in servers]
+    layers.warm(*(probes.state(server) for server in servers))
+
+    with commit(), CaptureQueriesContext(connection) as queries:
+        if path == "update":
+            m.Persona.objects.filter(pk__in=[p.pk for p in personas]).update(
+                name="after"
+            )
+        else:
+            for persona in personas:
+                persona.name = "after"
+            m.Persona.objects.bulk_update(personas, ["name"])
+
+    server_reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and 'FROM "servers"' in q["sql"]
+    ]
+    assert len(server_reads) == 1, server_reads
+    for server in servers:
+        assert names(layers.read(probes.state(server))) == ("main", "after")
