@@ -82,6 +82,17 @@ def test_a_dropped_trigger_is_a_database_check_warning() -> None:
     assert [w for w in found if w.id == "caches.W020"] == []
 
 
+def test_a_capture_function_whose_setting_was_reset_differs() -> None:
+    """`jit = off` is part of the capture: without it a bulk UPDATE compiles for longer than it runs."""
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER FUNCTION tomori_inv_personas_upd() RESET jit")
+    assert capture.differences(connection) == [
+        "trigger tomori_inv_personas_upd on personas differs from the feeds"
+    ]
+    capture.sync(connection)
+    assert capture.differences(connection) == []
+
+
 def test_an_autocommit_update_is_recorded(psql) -> None:
     server, persona = guild()
     high = outbox.newest_id()

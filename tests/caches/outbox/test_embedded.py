@@ -91,3 +91,57 @@ def test_an_outside_write_by_the_sqlite3_cli_reaches_the_worker(tmp_path: Path):
     finally:
         bot.stop()
     assert "Tomori state of server 123456789012345678" in line
+
+
+def test_sqlite_records_both_keys_of_a_moved_row_and_one_of_a_renamed_row(
+    tmp_path: Path,
+):
+    """The row-level triggers' events, read back from the outbox with sqlite3."""
+    import json
+    import sqlite3
+
+    database = tmp_path / "embedded.sqlite3"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tomori.settings_test",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "REDIS_URL": "",
+    }
+    manage("migrate", "--noinput", env=env)
+    client = sqlite3.connect(database)
+
+    def events_of(sql: str) -> set[tuple[str, str, tuple[int, ...]]]:
+        high = client.execute(
+            "SELECT coalesce(max(id), 0) FROM caches_invalidation_outbox"
+        ).fetchone()[0]
+        client.execute(sql)
+        client.commit()
+        rows = client.execute(
+            "SELECT events FROM caches_invalidation_outbox WHERE id > ?", [high]
+        ).fetchall()
+        return {
+            (name, op, tuple(args))
+            for (text,) in rows
+            for name, op, args in json.loads(text)
+        }
+
+    persona = manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from tomori.domain.models import Persona, Server\n"
+        "first = Server.objects.create(server_disc_id=111)\n"
+        "Server.objects.create(server_disc_id=222)\n"
+        "print(Persona.objects.create(server=first, name='a').pk)\n",
+        env=env,
+    ).split()[-1]
+    second = client.execute("SELECT id FROM servers WHERE server_disc_id = 222")
+
+    renamed = events_of(f"UPDATE personas SET name = 'b' WHERE id = {persona}")
+    assert ("tomori_state", "key", (111,)) in renamed
+    assert not any(222 in args for _, _, args in renamed)
+
+    moved = events_of(
+        f"UPDATE personas SET server_id = {second.fetchone()[0]} WHERE id = {persona}"
+    )
+    assert {("tomori_state", "key", (111,)), ("tomori_state", "key", (222,))} <= moved
