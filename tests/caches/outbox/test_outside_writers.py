@@ -140,6 +140,11 @@ class Outside:
                 return line
             self.bot.lines.remove(line)  # another row of the same write
 
+    def delivered(self, app: str, case: str, *, since: float) -> None:
+        """Wait for `app`'s write to `case`'s server to be applied; assert the bound."""
+        self.applied(app, _state(case), since=since)
+        self.assert_in_bound(app)
+
     def assert_in_bound(self, app: str) -> None:
         assert self.times[app] <= self.bound, (
             f"{app}: applied {self.times[app]:.3f} s after the commit "
@@ -198,8 +203,7 @@ def test_an_autocommit_update(outside: Outside) -> None:
         "writers-autocommit",
         f"UPDATE personas SET name = 'autocommit' WHERE {_persona_of('autocommit')};",
     )
-    outside.applied("writers-autocommit", _state("autocommit"), since=since)
-    outside.assert_in_bound("writers-autocommit")
+    outside.delivered("writers-autocommit", "autocommit", since=since)
 
 
 def test_an_update_inside_a_transaction_with_other_statements(outside: Outside) -> None:
@@ -210,8 +214,7 @@ def test_an_update_inside_a_transaction_with_other_statements(outside: Outside) 
         f"UPDATE servers SET name = 'touched' WHERE server_disc_id = {DISC['transaction']};\n"
         "SELECT pg_sleep(0);\nCOMMIT;\n",
     )
-    outside.applied("writers-transaction", _state("transaction"), since=since)
-    outside.assert_in_bound("writers-transaction")
+    outside.delivered("writers-transaction", "transaction", since=since)
 
 
 def test_a_rename_and_a_rename_back_in_one_transaction(outside: Outside) -> None:
@@ -221,8 +224,7 @@ def test_a_rename_and_a_rename_back_in_one_transaction(outside: Outside) -> None
         f"BEGIN;\nUPDATE personas SET name = 'B' WHERE {where};\n"
         f"UPDATE personas SET name = 'A' WHERE {where};\nCOMMIT;\n",
     )
-    outside.applied("writers-rename-back", _state("rename_back"), since=since)
-    outside.assert_in_bound("writers-rename-back")
+    outside.delivered("writers-rename-back", "rename_back", since=since)
 
 
 def test_an_insert_then_a_delete(outside: Outside) -> None:
@@ -231,15 +233,13 @@ def test_an_insert_then_a_delete(outside: Outside) -> None:
         f"{PERSONA} SELECT 'inserted', false, 1, '', '', false, now(), now(), id "
         f"FROM servers WHERE server_disc_id = {DISC['insert']};",
     )
-    outside.applied("writers-insert", _state("insert"), since=since)
+    outside.delivered("writers-insert", "insert", since=since)
     since = outside.psql(
         "writers-delete",
         "DELETE FROM personas WHERE name = 'inserted' AND server_id = (SELECT id "
         f"FROM servers WHERE server_disc_id = {DISC['insert']});",
     )
-    outside.applied("writers-delete", _state("insert"), since=since)
-    outside.assert_in_bound("writers-insert")
-    outside.assert_in_bound("writers-delete")
+    outside.delivered("writers-delete", "insert", since=since)
 
 
 def test_a_copy(outside: Outside) -> None:
@@ -255,8 +255,7 @@ def test_a_copy(outside: Outside) -> None:
         f"copied\tf\t2\t\t\tf\t2026-01-01 00:00:00+00\t2026-01-01 00:00:00+00\t{row[0]}\n"
         "\\.\n",
     )
-    outside.applied("writers-copy", _state("copy"), since=since)
-    outside.assert_in_bound("writers-copy")
+    outside.delivered("writers-copy", "copy", since=since)
 
 
 def test_a_rolled_back_transaction_delivers_nothing(outside: Outside) -> None:
@@ -300,6 +299,26 @@ def test_a_bulk_update_of_10000_rows(outside: Outside) -> None:
     outside.assert_in_bound(app)
 
 
+def _writer(
+    code: str, *args: str, env: dict[str, str] | None = None, returncode: int = 0
+) -> float:
+    """Run a writer in a Python process of its own; return the time it printed last.
+
+    The writer prints `time.monotonic()` (CLOCK_MONOTONIC, host-wide) right
+    after its COMMIT returned.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == returncode, done.stderr
+    return float(done.stdout.split()[-1])
+
+
 MIGRATION = """
 import time
 import django
@@ -319,18 +338,8 @@ def test_a_migrations_run_sql(outside: Outside) -> None:
         "DATABASE_URL": outside.url,
         "PGAPPNAME": "writers-migration",  # libpq reads it: Django sets none
     }
-    done = subprocess.run(
-        [sys.executable, "-c", MIGRATION.format(where=_persona_of("migration"))],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    since = float(done.stdout.split()[-1])
-    outside.applied("writers-migration", _state("migration"), since=since)
-    outside.assert_in_bound("writers-migration")
+    since = _writer(MIGRATION.format(where=_persona_of("migration")), env=env)
+    outside.delivered("writers-migration", "migration", since=since)
 
 
 KILLED = """
@@ -350,13 +359,7 @@ def test_a_writer_killed_right_after_its_commit(outside: Outside) -> None:
         f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} "
         f"user={db['USER'] or 'postgres'} dbname={db['NAME']}"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED.format(where=_persona_of("killed")), dsn],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    since = _writer(
+        KILLED.format(where=_persona_of("killed")), dsn, returncode=-signal.SIGKILL
     )
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    since = float(done.stdout.split()[-1])
-    outside.applied("writers-killed", _state("killed"), since=since)
-    outside.assert_in_bound("writers-killed")
+    outside.delivered("writers-killed", "killed", since=since)

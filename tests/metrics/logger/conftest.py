@@ -1,6 +1,6 @@
-"""Fixtures of the metrics logger tests, shared with tests/caches/emergency."""
+"""Fixtures of the metrics logger tests (tests/support/metric_fixtures.py)."""
 
-from tests.caches.emergency.conftest import (
+from tests.support.metric_fixtures import (
     client,  # noqa: F401 (a fixture)
     db_metric_writer,  # noqa: F401 (a fixture)
     isolated_registry,  # noqa: F401 (a fixture)

@@ -36,6 +36,11 @@ def _ticker(clock: FakeClock, stop: asyncio.Event, *, ticks: int) -> Any:
     return wait
 
 
+def logger_for(**options: Any) -> CacheMetricsLogger:
+    """Return a logger of worker "w1" sampling every INTERVAL, with `options`."""
+    return CacheMetricsLogger(interval_seconds=INTERVAL, worker_id="w1", **options)
+
+
 @pytest.fixture
 def user_cache(isolated_registry: Any) -> BoundedTTLCache:
     cache: BoundedTTLCache = BoundedTTLCache("user", maxsize=100)
@@ -50,13 +55,7 @@ async def test_first_sample_is_taken_at_start(
 ):
     clock, stop = FakeClock(), asyncio.Event()
     wait = _ticker(clock, stop, ticks=1)
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
-        clock=clock,
-        wait=wait,
-        startup_period_seconds=0,
-    )
+    logger = logger_for(clock=clock, wait=wait, startup_period_seconds=0)
     await logger.run(stop)
     (line,) = metric_lines.named("cache_sizes")
     assert line["user"] == 7 and line["worker_id"] == "w1"
@@ -69,9 +68,7 @@ async def test_host_memory_is_a_row_without_a_log_twin(
     user_cache: BoundedTTLCache, metric_lines: Any, metric_rows: Any
 ):
     clock, stop = FakeClock(), asyncio.Event()
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
+    logger = logger_for(
         host_sampler=HostMemorySampler(proc_root=HOST / "proc", sys_root=HOST / "sys"),
         clock=clock,
         wait=_ticker(clock, stop, ticks=3),
@@ -120,14 +117,7 @@ async def test_logger_keeps_its_cadence_while_the_database_is_down(
     writer = BackgroundMetricWriter(repository, max_pending=max_pending)  # type: ignore[arg-type]
     clock, stop = FakeClock(), asyncio.Event()
     wait = _ticker(clock, stop, ticks=6)
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
-        writer=writer,
-        clock=clock,
-        wait=wait,
-        startup_period_seconds=0,
-    )
+    logger = logger_for(writer=writer, clock=clock, wait=wait, startup_period_seconds=0)
     try:
         async with asyncio.timeout(10):  # an insert awaited on the loop would hang
             await logger.run(stop)
@@ -157,12 +147,8 @@ async def test_a_failing_snapshot_does_not_end_the_series(
             raise RuntimeError("client not built yet")
         return None
 
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
-        client_getter=flaky_client,
-        clock=clock,
-        wait=_ticker(clock, stop, ticks=3),
+    logger = logger_for(
+        client_getter=flaky_client, clock=clock, wait=_ticker(clock, stop, ticks=3)
     )
     await logger.run(stop)
     assert logger.ticks == 3 and len(metric_lines.named("cache_sizes")) == 2
@@ -180,13 +166,7 @@ async def test_a_stall_skips_missed_ticks_instead_of_bursting(
         if len(waits) == 3:
             stop.set()
 
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
-        clock=clock,
-        wait=wait,
-        startup_period_seconds=0,
-    )
+    logger = logger_for(clock=clock, wait=wait, startup_period_seconds=0)
     await logger.run(stop)
     assert waits == [INTERVAL, INTERVAL, INTERVAL]
 
@@ -196,9 +176,7 @@ async def test_start_up_samples_come_every_15_s_for_five_minutes(
 ):
     clock, stop = FakeClock(), asyncio.Event()
     wait = _ticker(clock, stop, ticks=24)
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL, worker_id="w1", clock=clock, wait=wait
-    )
+    logger = logger_for(clock=clock, wait=wait)
     await logger.run(stop)
     # Samples at 0, 15, ..., 285 s, then 300 s: the interval from there on.
     assert wait.waits == [15.0] * 20 + [INTERVAL] * 4
@@ -295,12 +273,8 @@ async def test_logger_reports_loop_lag_from_its_monitor(
     monitor = LoopLagMonitor(interval_seconds=1000.0, clock=clock)
     monitor.start()
     clock.advance(1000.04)  # overdue now: a stuck loop still shows as lag
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL,
-        worker_id="w1",
-        clock=clock,
-        lag_monitor=monitor,
-        wait=_ticker(clock, stop, ticks=1),
+    logger = logger_for(
+        clock=clock, lag_monitor=monitor, wait=_ticker(clock, stop, ticks=1)
     )
     await logger.run(stop)
     monitor.stop()
@@ -320,9 +294,7 @@ def test_the_row_reads_the_same_worker_snapshot_the_dashboard_shows(
         taken.append(build_worker_snapshot(context=context, started_at=0.0))
         return taken[-1]
 
-    logger = CacheMetricsLogger(
-        interval_seconds=INTERVAL, worker_id="w1", snapshot=snapshot
-    )
+    logger = logger_for(snapshot=snapshot)
     row = logger.sample()
     [view] = [worker_view(snap) for snap in taken]
     sizes = {layer.name: layer.size for layer in view.layers}

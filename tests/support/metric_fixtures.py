@@ -1,4 +1,10 @@
-"""Fixtures: an isolated registry, captured metric lines, a metric writer, a simulator client."""
+"""Fixtures: an isolated registry, captured metric lines, a metric writer, a simulator client.
+
+Shared by the tests of the emergency clear (tests/caches/memory/emergency),
+the Discord caches' sweepers (tests/caches/discord_caches) and the metrics
+logger (tests/metrics/logger): each directory's conftest imports the ones
+it uses (`metric_rows` is autouse there).
+"""
 
 from __future__ import annotations
 
