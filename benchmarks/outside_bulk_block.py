@@ -139,7 +139,7 @@ def _one(client: Any, sql: str, params: list[Any] | None = None) -> int:
 async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
     from caches import bus
 
-    applied: list[float] = []
+    applied: list[float] = []  # when each outbox row was applied
     applying: list[tuple[float, float]] = []  # (wall, CPU) of each step of a row
     core = bus.get_bus().applier
     apply_steps = core._apply_steps
@@ -150,7 +150,7 @@ async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
         if delivery.origin.startswith(f"database:{APP}:"):
             applying.append((time.perf_counter() - wall, time.thread_time() - cpu))
             if done[1]:
-                applied.append(time.monotonic())
+                applied.extend([time.monotonic()] * max(delivery.rows, 1))
         return done
 
     core._apply_steps = counted  # type: ignore[method-assign]
@@ -162,6 +162,8 @@ async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
     _untimed[0] = True
     committed, rows = await asyncio.to_thread(_write, dsn, tag)
     while len(applied) < rows:
+        if time.monotonic() - committed > 60:
+            raise SystemExit(f"{len(applied)} of {rows} rows applied after 60 s")
         _untimed[0] = True
         await asyncio.sleep(0.01)
     _untimed[0] = True

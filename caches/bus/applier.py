@@ -8,11 +8,12 @@ from elsewhere in one bounded line, measures the lag, and clears every
 invalidatable cache when a transport cannot know what it missed.
 
 From another thread, deliveries wait in a queue that the loop drains at most
-`STEP_EVENTS` events a callback (an outbox row's events are parsed there
-too, when its turn comes), so a 10,000-row UPDATE made outside Django, 30,000
-events in 300 rows, never holds the loop for longer than a Discord event's
-handler may (1 ms). On the loop's own thread (this process's commits in the
-worker) a delivery is applied at once, whole: a save is seen by the next read.
+`STEP_EVENTS` events a callback (an outbox row's JSON text is parsed there
+too, as its events are taken), so a 10,000-row UPDATE, 30,000 events in 300
+outbox rows made outside Django or in one row of a Django write, never holds
+the loop for longer than a Discord event's handler may (1 ms). On the loop's
+own thread (this process's commits in the worker) a delivery is applied at
+once, whole: a save is seen by the next read.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from caches.bus.rejections import Rejections, clipped, shown
@@ -42,22 +44,54 @@ FlushFn = Callable[[], Any]
 #: Origins whose last sequence number is remembered (older ones are forgotten).
 MAX_ORIGINS = 1024
 
-#: Events one loop callback applies at most from the queue (about 1-3 us an
-#: event: 32 keep a callback well under the 1 ms a Discord handler may take,
-#: with the parse of a 100-event outbox row; benchmarks/outside_bulk_block.py).
+#: Events one loop callback applies at most from the queue (about 2-3 us an
+#: event, 1.5 us more to parse one from an outbox row's text: 32 keep a
+#: callback well under the 1 ms a Discord handler may take;
+#: benchmarks/outside_bulk_block.py).
 STEP_EVENTS = 32
 
 
 @dataclass(slots=True)
 class _Delivery:
-    """Events waiting on the loop, and how many of them are applied so far."""
+    """Events waiting on the loop, and what of them is applied so far."""
 
-    events: Sequence[EventTuple]  # an outbox row's are parsed on first use
+    events: Iterable[EventTuple]  # an outbox row's: parsed as they are taken
     sent_at: float
     measure: bool
     origin: str
-    done: int = 0
+    source: Iterator[EventTuple] | None = None  # the rest, once begun
+    first: list[EventTuple] = field(default_factory=list)  # for the log line
+    count: int = 0
     unknown: int = 0
+    rows: int = 0  # outbox rows it holds (0: a bus batch or a local commit)
+
+    def take(self, most: int | None) -> list[EventTuple]:
+        """Return up to `most` more events (None: all the rest)."""
+        if self.source is None:
+            stream = getattr(self.events, "stream", None)
+            self.source = stream() if stream is not None else iter(self.events)
+        part = list(self.source if most is None else islice(self.source, most))
+        if len(self.first) < 5:
+            self.first += part[: 5 - len(self.first)]
+        self.count += len(part)
+        return part
+
+
+class _Rows:
+    """Several outbox rows' events, one after the other, each parsed as taken."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Iterable[EventTuple]]) -> None:
+        self.parts = parts
+
+    def stream(self) -> Iterator[EventTuple]:
+        for part in self.parts:
+            stream = getattr(part, "stream", None)
+            yield from (stream() if stream is not None else part)
+
+    def __iter__(self) -> Iterator[EventTuple]:
+        return self.stream()
 
 
 def _describe_plainly(events: Iterable[EventTuple]) -> list[str]:
@@ -81,7 +115,10 @@ def set_event_describer(describe: Callable[[Iterable[EventTuple]], list[str]]) -
 def log_applied(
     events: Sequence[EventTuple], origin: str, count: int | None = None
 ) -> None:
-    """Log one bounded line for a batch of `count` invalidations (default: all of `events`) from another process."""
+    """Log one bounded line for `count` invalidations from another process.
+
+    `events` are the first of them, or all (`count` None).
+    """
     if not logger.isEnabledFor(logging.INFO):
         return
     try:
@@ -90,7 +127,7 @@ def log_applied(
         words = [shown(event) for event in events[:5]]
     more = (len(events) if count is None else count) - 5
     listed = "; ".join(words) + (f"; and {more} more" if more > 0 else "")
-    logger.info("invalidated from %s: %s", clipped(origin, 200), listed)
+    logger.info("invalidated from %s: %s", clipped(origin, 240), listed)
 
 
 def apply_to_registry(
@@ -204,10 +241,24 @@ class Applier:
         )
 
     def rows(self, rows: Iterable[tuple[Sequence[EventTuple], float, str]]) -> None:
-        """Apply outbox rows the bus did not deliver: (events, created at, origin) each."""
+        """Apply outbox rows the bus did not deliver: (events, created at, origin) each.
+
+        Consecutive rows of one origin (a statement's rows, a writer's
+        backlog) are one delivery: one log line saying how many rows, one
+        lag sample from the oldest. A 10,000-row UPDATE is one line, not 300.
+        """
+        groups: list[tuple[str, float, list[Iterable[EventTuple]]]] = []
+        for events, sent_at, origin in rows:
+            origin = origin or "the outbox"
+            if groups and groups[-1][0] == origin:
+                _, oldest, parts = groups[-1]
+                parts.append(events)
+                groups[-1] = (origin, min(oldest, sent_at), parts)
+            else:
+                groups.append((origin, sent_at, [events]))
         self._enqueue(
-            _Delivery(events, sent_at, True, origin or "the outbox")
-            for events, sent_at, origin in rows
+            _Delivery(_Rows(parts), sent_at, True, origin, rows=len(parts))
+            for origin, sent_at, parts in groups
         )
 
     def deliver(
@@ -225,7 +276,7 @@ class Applier:
         loop = self.loop
         if loop is None or not loop.is_running() or on_loop_thread(loop):
             for delivery in deliveries:  # at once, whole (see the module's doc)
-                self._apply_steps(delivery, len(delivery.events))
+                self._apply_steps(delivery, None)
             return
         with self._queue_lock:
             self._queue.extend(deliveries)
@@ -259,13 +310,6 @@ class Applier:
                     self._draining_on = None
                     return
                 delivery = self._queue[0]
-            if budget is not None and not getattr(delivery.events, "parsed", True):
-                if budget != step:
-                    break  # a row's parse starts a callback of its own
-                # Parsing an event costs about half as much as applying it.
-                budget -= (len(delivery.events) + 1) // 2
-                if budget <= 0:
-                    break
             try:
                 applied, finished = self._apply_steps(delivery, budget)
             except Exception:  # never leave the queue stuck behind one delivery
@@ -281,35 +325,31 @@ class Applier:
         loop.call_soon(self._drain, loop)
 
     def _apply_steps(self, delivery: _Delivery, budget: int | None) -> tuple[int, bool]:
-        """Apply up to `budget` more of `delivery`'s events; log and measure once done.
-
-        Return how many were applied and whether the delivery is done.
+        """Apply up to `budget` more of `delivery`'s events (None: all); log and
+        measure once it is done. Return how many were applied and whether it is.
         """
-        events = delivery.events  # an outbox row's are parsed here, once
-        total = len(events)
-        start = delivery.done
-        end = total if budget is None else min(total, start + budget)
-        if end > start:
-            part = list(events[start:end])
+        part = delivery.take(budget)
+        if part:
             try:
                 delivery.unknown += self._apply(part) or 0
             except Exception as exc:  # noqa: BLE001 (a custom apply: one bounded line)
                 self.refused.note(
                     "could not apply", type(exc).__name__, f"a batch: {exc!r}"
                 )
-        delivery.done = end
-        if end < total:
-            return end - start, False
+        if budget is not None and len(part) == budget:
+            return len(part), False  # maybe more: the next step says
         self._finished(delivery)
-        return end - start, True
+        return len(part), True
 
     def _finished(self, delivery: _Delivery) -> None:
         if delivery.unknown:
             self.stats.incr("unknown_events", delivery.unknown)
         # Logged before it counts: a waiter on the count sees the line.
         if delivery.origin:
-            events = delivery.events
-            log_applied(list(events[:5]), delivery.origin, len(events))
+            origin = delivery.origin
+            if delivery.rows > 1:
+                origin = f"{clipped(origin, 200)} ({delivery.rows} outbox rows)"
+            log_applied(delivery.first, origin, delivery.count)
         if delivery.measure:
             self.stats.applied(time.time() - delivery.sent_at)
 

@@ -10,6 +10,7 @@ runs between two steps is known, not raced.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -117,7 +118,7 @@ def test_deliveries_queued_together_keep_their_order_across_steps(
     core = applier(steps, running)
     release = running.hold()
     core.deliver(events(50, "user"), 0.0, measure=True)
-    core.rows([(events(70, "webhook"), 0.0, "db:1"), (events(3, "llm"), 0.0, "db:1")])
+    core.rows([(events(70, "webhook"), 0.0, "db:1"), (events(3, "llm"), 0.0, "db:2")])
     release.set()
 
     assert core.stats.wait_for(lambda s: s["applied"] == 3, WAIT)
@@ -198,24 +199,40 @@ def test_what_waits_for_a_loop_that_is_let_go_is_applied_once(running: Loop) -> 
     assert core.stats.snapshot()["applied"] == 1
 
 
-def test_an_outbox_row_is_parsed_when_its_turn_comes_on_the_loop(
+class WatchedRow(StoredEvents):
+    """An outbox row's text that records on which thread each event was parsed."""
+
+    def __init__(self, events: list[tuple[str, str, tuple[int]]]) -> None:
+        text = json.dumps([[name, op, list(args)] for name, op, args in events])
+        super().__init__(7, text)
+        self.parsed_on: list[int] = []
+
+    def stream(self) -> Iterator[Any]:
+        for event in super().stream():
+            self.parsed_on.append(threading.get_ident())
+            yield event
+
+
+def test_an_outbox_row_is_parsed_on_the_loop_as_its_events_are_taken(
     running: Loop,
 ) -> None:
-    """The reading thread hands the JSON text over; the loop parses it."""
+    """The reading thread hands the JSON text over; the loop parses it step by step."""
     steps = Steps()
     core = applier(steps, running)
-    row = StoredEvents(7, '[["user", "key", [1]], ["webhook", "persona", [2]]]')
-    assert not row.parsed
+    row = WatchedRow(events(1000))
+    seen_by_probe: list[int] = []
     release = running.hold()
     core.rows([(row, 0.0, "db:1")])
-    assert not row.parsed  # queued, not parsed by this (the reading) thread
+    running.call(lambda: seen_by_probe.append(len(row.parsed_on)))
+    assert row.parsed_on == []  # queued, not parsed by this (the reading) thread
     release.set()
 
     assert core.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
-    assert row.parsed and steps.applied == [
-        ("user", "key", (1,)),
-        ("webhook", "persona", (2,)),
-    ]
+    assert steps.applied == events(1000)
+    assert set(row.parsed_on) == {running.thread.ident}
+    assert max(len(call) for call in steps.calls) == STEP_EVENTS
+    # After the first step only that step's events had been parsed.
+    assert seen_by_probe == [STEP_EVENTS]
 
 
 @pytest.mark.parametrize(
@@ -227,3 +244,35 @@ def test_a_malformed_outbox_row_reads_as_no_events_and_names_its_row(
     row = StoredEvents(41, text)
     assert list(row) == [] and len(row) == 0
     assert "row 41 holds malformed events" in caplog.text
+
+
+def test_a_row_malformed_halfway_yields_the_events_before_the_fault(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Invalidating more is safe: what parsed is applied, the rest is logged."""
+    row = StoredEvents(
+        42, '[["user", "key", [1]], ["user", "key"], ["llm", "all", []]]'
+    )
+    assert list(row.stream()) == [("user", "key", (1,))]
+    assert "row 42 holds malformed events" in caplog.text
+
+
+def test_consecutive_outbox_rows_of_one_origin_are_one_delivery_and_one_line(
+    running: Loop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 10,000-row UPDATE is 300 outbox rows: one log line per poll, not 300."""
+    caplog.set_level(logging.INFO, logger="caches.bus.applier")
+    steps = Steps()
+    core = applier(steps, running)
+    rows = [(events(100), 50.0 + i, "database:psql:9") for i in range(30)]
+    core.rows([*rows, (events(2, "llm"), 10.0, "database:other:1")])
+
+    assert core.stats.wait_for(lambda s: s["applied"] == 2, WAIT)
+    assert steps.applied == events(100) * 30 + events(2, "llm")
+    lines = [
+        r.getMessage() for r in caplog.records if "invalidated from" in r.getMessage()
+    ]
+    assert len(lines) == 2
+    assert lines[0].startswith("invalidated from database:psql:9 (30 outbox rows): ")
+    assert lines[0].endswith("and 2995 more")
+    assert lines[1].startswith("invalidated from database:other:1: ")

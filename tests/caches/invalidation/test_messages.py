@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from caches.messages import (
     COMMANDS,
@@ -26,6 +28,8 @@ from caches.messages import (
     WorkerSnapshot,
     decode,
     encode,
+    events_from_json,
+    iter_events_text,
 )
 
 COMMAND_CASES = [
@@ -217,3 +221,38 @@ def test_malformed_snapshots_are_refused(change: dict[str, Any]):
     data = {**_wire(_snapshot()), **change}
     with pytest.raises(MalformedMessage):
         WorkerSnapshot.from_json(data)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4),
+    max_leaves=20,
+)
+_event_like = st.lists(
+    st.one_of(
+        st.tuples(
+            st.text(max_size=3), st.text(max_size=3), st.lists(_json, max_size=3)
+        ).map(list),
+        _json,
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_event_like | _json, spaces=st.sampled_from(["", " ", "\n\t "]))
+def test_events_parsed_from_text_one_by_one_are_those_of_the_whole_array(
+    value: Any, spaces: str
+) -> None:
+    """`iter_events_text` (an outbox row, parsed as a worker takes it) agrees with
+    `events_from_json(json.loads(...))` on every JSON value: the same events, or both refuse."""
+    text = spaces + json.dumps(value, indent=1 if spaces else None) + spaces
+    try:
+        whole: Any = events_from_json(json.loads(text))
+    except MalformedMessage:
+        whole = MalformedMessage
+    try:
+        stepped: Any = tuple(iter_events_text(text))
+    except MalformedMessage:
+        stepped = MalformedMessage
+    assert stepped == whole
