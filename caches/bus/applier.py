@@ -234,6 +234,13 @@ class Applier:
         """Apply a batch another process published, once and in its sequence."""
         if not self._in_sequence(batch.origin, batch.seq):
             return
+        if batch.outbox and not batch.events:
+            # Too large to send inline (`MAX_INLINE_EVENTS`): read from the outbox.
+            self.stats.incr("by_outbox")
+            self.recover(
+                f"{clipped(batch.origin, 200)} sent a large write by the outbox"
+            )
+            return
         if self.note_outbox is not None:
             self.note_outbox(list(batch.outbox))
         self.deliver(

@@ -31,6 +31,10 @@ from caches.bus.redis_transport import RedisTransport, subscriber_name
 from caches.bus.stats import BusStats
 from caches.messages import AnyCommand, EventTuple, InvalidationBatch, WorkerReply
 
+#: Events a published batch carries at most; a larger write's batch names
+#: only its outbox rows (`Applier.batch` has receivers read them there).
+MAX_INLINE_EVENTS = 500
+
 if TYPE_CHECKING:
     from caches.outbox import OutboxFollower
 
@@ -123,12 +127,19 @@ class Bus:
             # In-process mode this is the whole delivery, so it is what lag measures.
             self.applier.local(events, ids, sent, measure=self._redis is None)
         if self._redis is not None:
+            # A large write goes by its outbox rows: each receiver's follower
+            # reads them and its loop parses them in steps, where parsing one
+            # huge message on the subscriber thread would hold the GIL (and
+            # so the loop) for tens of milliseconds.
+            inline = (
+                tuple(events) if len(events) <= MAX_INLINE_EVENTS or not ids else ()
+            )
             self._redis.publish_later(
                 lambda seq: InvalidationBatch(
                     origin=self.origin,
                     seq=seq,
                     sent_at=sent,
-                    events=tuple(events),
+                    events=inline,
                     outbox=tuple(ids),
                 )
             )

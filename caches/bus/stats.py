@@ -27,6 +27,7 @@ COUNTERS = (
     "backlog_dropped",
     "rejected",
     "unknown_events",  # named a cache or operation this process does not know
+    "by_outbox",  # batches too large to carry their events: read from the outbox
     "commands_handled",
     "commands_expired",
     "outbox_caught_up",

@@ -353,3 +353,21 @@ def test_a_command_published_after_its_timeout_is_not_run(worker, raw):
 
     assert worker.stats.wait_for(lambda s: s["commands_expired"] == 1, WAIT)
     assert ran == []
+
+
+def test_a_large_write_is_published_by_its_outbox_rows(worker, other, recorder):
+    """Its receivers read it from the outbox (parsed on their loop in steps),
+    never one huge message on the subscriber thread."""
+    from caches.bus.core import MAX_INLINE_EVENTS
+
+    woken: list[int] = []
+    worker.applier.catch_up = lambda: woken.append(1)  # the outbox follower's wake
+    large = [("user", "key", (i,)) for i in range(MAX_INLINE_EVENTS + 1)]
+    other.broadcast(large, outbox_ids=[424242])
+    assert worker.stats.wait_for(lambda s: s["by_outbox"] == 1, WAIT)
+    assert woken == [1] and recorder.applied == []
+
+    small = large[:MAX_INLINE_EVENTS]  # at the limit: inline, as before
+    other.broadcast(small, outbox_ids=[424243])
+    assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
+    assert recorder.applied == small and woken == [1]
