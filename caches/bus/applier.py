@@ -235,11 +235,12 @@ class Applier:
         if not self._in_sequence(batch.origin, batch.seq):
             return
         if batch.outbox and not batch.events:
-            # Too large to send inline (`MAX_INLINE_EVENTS`): read from the outbox.
-            self.stats.incr("by_outbox")
+            # Too large to send inline (`MAX_INLINE_EVENTS`): read from the
+            # outbox. Counted once the follower is woken: a waiter sees both.
             self.recover(
                 f"{clipped(batch.origin, 200)} sent a large write by the outbox"
             )
+            self.stats.incr("by_outbox")
             return
         if self.note_outbox is not None:
             self.note_outbox(list(batch.outbox))
