@@ -11,14 +11,18 @@ commits `UPDATE personas SET name = ...` over ROWS personas of ROWS servers;
 the database's capture triggers record ROWS x 3 events in outbox rows of at
 most CHUNK events. Every loop callback is timed (asyncio's `Handle._run`),
 as benchmarks/event_handlers.py times Discord handlers: the figure is the
-longest single callback while the rows are applied, beside how many rows
-and how long from COMMIT to the last applied. Bar: the longest block at
-most 1 ms, less the cyclic collector's pauses inside it, which are printed
-apart: CPython collects in whichever code allocates past its threshold (a
-Discord handler as well), as benchmarks/event_handlers.py keeps them out by
-collecting before each handler. As the worker does at gateway ready
-(tomori.bot.gc_policy), the start-up heap is frozen first. The database (tomori_bench_writers_block) is created, migrated and
-seeded if missing (as benchmarks/write_overhead.py does).
+longest single callback while the rows are applied, beside how many rows and
+how long from COMMIT to the last applied. Bar: the longest block at most 1
+ms, less the cyclic collector's pauses inside it, and over the callbacks the
+OS did not preempt (a 2-core VM with PostgreSQL beside it takes the CPU from
+a runnable thread now and then: an involuntary context switch,
+`getrusage(RUSAGE_THREAD).ru_nivcsw`, not a wait for the GIL); both are
+printed apart: CPython collects in whichever code allocates past its
+threshold (a Discord handler as well), as benchmarks/event_handlers.py keeps
+them out by collecting before each handler. As the worker does at gateway
+ready (tomori.bot.gc_policy), the start-up heap is frozen first. The
+database (tomori_bench_writers_block) is created, migrated and seeded if
+missing (as benchmarks/write_overhead.py does).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import asyncio
 import gc
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -45,8 +50,9 @@ os.environ["REDIS_URL"] = ""
 
 BAR_MS = 1.0
 APP = "bench-outside-bulk"
-#: (wall, thread CPU, collector) seconds of every loop callback since the last clear.
-blocks: list[tuple[float, float, float]] = []
+#: (wall, thread CPU, collector) seconds of every loop callback since the last
+#: clear, and whether the OS preempted it (an involuntary context switch).
+blocks: list[tuple[float, float, float, bool]] = []
 #: Seconds the cyclic collector ran on the loop's thread, per generation.
 collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
 #: [when the running collection began, collector seconds in this callback]
@@ -54,6 +60,11 @@ _collecting = [0.0, 0.0]
 #: Set by the benchmark's own task: the callback running now is not timed
 #: (its thread pool start-up and bookkeeping are not the worker's).
 _untimed = [False]
+
+
+def _involuntary_switches() -> int:
+    """Return how often the OS has taken the CPU from this thread while it could run."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
 
 
 def _time_callbacks() -> None:
@@ -80,13 +91,15 @@ def _time_callbacks() -> None:
 
     def timed(handle: Any) -> None:
         _collecting[1] = 0.0
+        switches = _involuntary_switches()
         wall, cpu = time.perf_counter(), time.thread_time()
         run(handle)
         wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        preempted = _involuntary_switches() > switches
         if _untimed[0]:
             _untimed[0] = False
             return
-        blocks.append((wall, cpu, _collecting[1]))
+        blocks.append((wall, cpu, _collecting[1], preempted))
 
     gc.callbacks.append(collector)
     asyncio.events.Handle._run = timed  # type: ignore[method-assign]
@@ -171,10 +184,12 @@ async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
         "rows": rows,
         "apply_ms": max(w for w, _ in applying) * 1000,
         "apply_cpu_ms": max(c for _, c in applying) * 1000,
-        "longest_ms": max(w for w, _, _ in blocks) * 1000,
-        "longest_cpu_ms": max(c for _, c, _ in blocks) * 1000,
-        "own_ms": max(w - g for w, _, g in blocks) * 1000,
-        "own_cpu_ms": max(c - g for _, c, g in blocks) * 1000,
+        "longest_ms": max(b[0] for b in blocks) * 1000,
+        "longest_cpu_ms": max(b[1] for b in blocks) * 1000,
+        "own_ms": max(w - g for w, _, g, preempted in blocks if not preempted) * 1000,
+        "own_cpu_ms": max(c - g for _, c, g, _ in blocks) * 1000,
+        "preempted": sum(1 for b in blocks if b[3]),
+        "preempted_ms": max((b[0] for b in blocks if b[3]), default=0.0) * 1000,
         "gc_ms": max(max(p, default=0.0) for p in collections.values()) * 1000,
         "gc_counts": tuple(len(p) for p in collections.values()),
         "last_applied_s": applied[-1] - committed,
@@ -230,12 +245,14 @@ async def _main(rounds: int, dsn: str, disc_ids: list[int]) -> list[dict[str, fl
 BARRED = ("own_ms", "own_cpu_ms")
 LABELS = {
     "own_cpu_ms": "longest loop callback less the collector's pauses, CPU",
-    "own_ms": "longest loop callback less the collector's pauses, wall",
+    "own_ms": "longest loop callback less the collector's pauses, wall, "
+    "of those the OS did not preempt",
     "apply_cpu_ms": "longest step of a row applied, CPU",
     "apply_ms": "longest step of a row applied, wall",
     "longest_cpu_ms": "longest loop callback of any kind, CPU",
     "longest_ms": "longest loop callback of any kind, wall",
     "gc_ms": "longest pause of the cyclic collector on the loop",
+    "preempted_ms": "longest loop callback the OS preempted (involuntary switch), wall",
 }
 
 
@@ -269,7 +286,8 @@ def main() -> None:
             f"{res['longest_ms']:.3f} ms wall, {res['longest_cpu_ms']:.3f} ms CPU; "
             f"last row applied {res['last_applied_s']:.3f} s after COMMIT; "
             f"collections on the loop by generation {res['gc_counts']}, longest "
-            f"{res['gc_ms']:.3f} ms"
+            f"{res['gc_ms']:.3f} ms; {res['preempted']:.0f} callback(s) preempted "
+            "by the OS"
         )
     for kind, what in LABELS.items():
         worst = max(res[kind] for res in results)
