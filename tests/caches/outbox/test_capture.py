@@ -230,6 +230,16 @@ def test_a_django_write_claims_what_its_statements_recorded() -> None:
     assert not InvalidationOutbox.objects.filter(tx__isnull=False, id__gt=high).exists()
 
 
+def test_a_django_write_stores_each_event_once() -> None:
+    """The triggers recorded the statement Django tracked too: the claim keeps one copy."""
+    _, persona = guild()
+    high = outbox.newest_id()
+    m.Persona.objects.filter(pk=persona.pk).update(name="once")
+    (row,) = outbox.rows_after(high)
+    events = list(row.events)
+    assert events and len(events) == len(set(events))
+
+
 def test_raw_sql_in_a_django_transaction_goes_out_with_its_write(psql) -> None:
     from django.db import transaction
 
