@@ -63,7 +63,9 @@ class _Delivery:
     first: list[EventTuple] = field(default_factory=list)  # for the log line
     count: int = 0
     unknown: int = 0
-    rows: int = 0  # outbox rows it holds (0: a bus batch or a local commit)
+    #: When each outbox row it holds was written (empty: a bus batch or a
+    #: local commit, measured from `sent_at`).
+    row_times: list[float] = field(default_factory=list)
 
     def take(self, most: int | None) -> list[EventTuple]:
         """Return up to `most` more events (None: all the rest)."""
@@ -252,21 +254,20 @@ class Applier:
         """Apply outbox rows the bus did not deliver: (events, created at, origin) each.
 
         Consecutive rows of one origin (a statement's rows, a writer's
-        backlog) are one delivery: one log line saying how many rows, one
-        lag sample from the oldest. A 10,000-row UPDATE is one line, not 300.
+        backlog) are one delivery and one log line saying how many rows (a
+        10,000-row UPDATE is one line, not 300); each row still counts as
+        applied, with its own lag, once the delivery is done.
         """
-        groups: list[tuple[str, float, list[Iterable[EventTuple]]]] = []
+        groups: list[tuple[str, list[Iterable[EventTuple]], list[float]]] = []
         for events, sent_at, origin in rows:
             origin = origin or "the outbox"
-            if groups and groups[-1][0] == origin:
-                _, oldest, parts = groups[-1]
-                parts.append(events)
-                groups[-1] = (origin, min(oldest, sent_at), parts)
-            else:
-                groups.append((origin, sent_at, [events]))
+            if not groups or groups[-1][0] != origin:
+                groups.append((origin, [], []))
+            groups[-1][1].append(events)
+            groups[-1][2].append(sent_at)
         self._enqueue(
-            _Delivery(_Rows(parts), sent_at, True, origin, rows=len(parts))
-            for origin, sent_at, parts in groups
+            _Delivery(_Rows(parts), min(times), True, origin, row_times=times)
+            for origin, parts, times in groups
         )
 
     def deliver(
@@ -355,11 +356,14 @@ class Applier:
         # Logged before it counts: a waiter on the count sees the line.
         if delivery.origin:
             origin = delivery.origin
-            if delivery.rows > 1:
-                origin = f"{clipped(origin, 200)} ({delivery.rows} outbox rows)"
+            if len(delivery.row_times) > 1:
+                rows = len(delivery.row_times)
+                origin = f"{clipped(origin, 200)} ({rows} outbox rows)"
             log_applied(delivery.first, origin, delivery.count)
         if delivery.measure:
-            self.stats.applied(time.time() - delivery.sent_at)
+            now = time.time()
+            for sent_at in delivery.row_times or [delivery.sent_at]:
+                self.stats.applied(now - sent_at)
 
     # ------------------------------------------------------------ order
 
