@@ -64,8 +64,9 @@ class _Delivery:
     count: int = 0
     unknown: int = 0
     #: When each outbox row it holds was written (empty: a bus batch or a
-    #: local commit, measured from `sent_at`).
+    #: local commit, measured from `sent_at`), and how many were counted.
     row_times: list[float] = field(default_factory=list)
+    counted: int = 0
 
     def take(self, most: int | None) -> list[EventTuple]:
         """Return up to `most` more events (None: all the rest)."""
@@ -82,15 +83,17 @@ class _Delivery:
 class _Rows:
     """Several outbox rows' events, one after the other, each parsed as taken."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("done", "parts")
 
     def __init__(self, parts: list[Iterable[EventTuple]]) -> None:
         self.parts = parts
+        self.done = 0  # rows whose every event has been taken
 
     def stream(self) -> Iterator[EventTuple]:
         for part in self.parts:
             stream = getattr(part, "stream", None)
             yield from (stream() if stream is not None else part)
+            self.done += 1
 
     def __iter__(self) -> Iterator[EventTuple]:
         return self.stream()
@@ -346,9 +349,21 @@ class Applier:
                     "could not apply", type(exc).__name__, f"a batch: {exc!r}"
                 )
         if budget is not None and len(part) == budget:
+            self._count_rows(delivery)  # a row at a time, as each is done
             return len(part), False  # maybe more: the next step says
         self._finished(delivery)
         return len(part), True
+
+    def _count_rows(self, delivery: _Delivery) -> None:
+        """Count the outbox rows of `delivery` applied so far as applied, with their lag."""
+        rows = delivery.events
+        done = rows.done if isinstance(rows, _Rows) else 0
+        if not delivery.measure or delivery.counted >= done:
+            return
+        now = time.time()
+        for sent_at in delivery.row_times[delivery.counted : done]:
+            self.stats.applied(now - sent_at)
+        delivery.counted = done
 
     def _finished(self, delivery: _Delivery) -> None:
         if delivery.unknown:
@@ -360,10 +375,10 @@ class Applier:
                 rows = len(delivery.row_times)
                 origin = f"{clipped(origin, 200)} ({rows} outbox rows)"
             log_applied(delivery.first, origin, delivery.count)
-        if delivery.measure:
-            now = time.time()
-            for sent_at in delivery.row_times or [delivery.sent_at]:
-                self.stats.applied(now - sent_at)
+        if delivery.row_times:
+            self._count_rows(delivery)
+        elif delivery.measure:
+            self.stats.applied(time.time() - delivery.sent_at)
 
     # ------------------------------------------------------------ order
 

@@ -11,8 +11,6 @@ import contextlib
 import itertools
 import os
 import socket
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -28,6 +26,7 @@ from caches import bus
 from caches.database import close_thread_connections
 from caches.layers import layer_of, load_all
 from caches.registry import registry
+from tests.support.processes import run_python
 from tomori.domain import models as m
 
 
@@ -208,16 +207,7 @@ def run_in_another_process(
         "REDIS_URL": redis_url,
         "TOMORI_BUS_CHANNEL": channel,
     }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == returncode, done.stderr
-    return done.stdout
+    return run_python("manage.py", "shell", "-c", code, env=env, returncode=returncode)
 
 
 class RedisProxy:

@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +27,8 @@ from django.conf import settings
 from django.db import connection
 
 from conftest import require_service
-from tests.tomori.bot.worker.conftest import ROOT, BotProcess
+from tests.support.processes import run_python
+from tests.tomori.bot.worker.conftest import BotProcess
 from tests.tomori.bot.worker.conftest import test_database_url as database_url
 from tomori.domain.knobs import knobs
 
@@ -313,16 +313,8 @@ def _writer(
     The writer prints `time.monotonic()` (CLOCK_MONOTONIC, host-wide) right
     after its COMMIT returned.
     """
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == returncode, done.stderr
-    return float(done.stdout.split()[-1])
+    out = run_python("-c", code, *args, env=env, returncode=returncode, timeout=60)
+    return float(out.split()[-1])
 
 
 MIGRATION = """
