@@ -259,7 +259,7 @@ class Applier:
         Consecutive rows of one origin (a statement's rows, a writer's
         backlog) are one delivery and one log line saying how many rows (a
         10,000-row UPDATE is one line, not 300); each row still counts as
-        applied, with its own lag, once the delivery is done.
+        applied, with its own lag, as its last event is applied.
         """
         groups: list[tuple[str, list[Iterable[EventTuple]], list[float]]] = []
         for events, sent_at, origin in rows:
