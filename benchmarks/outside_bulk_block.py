@@ -163,7 +163,9 @@ async def _round(dsn: str, tag: str, disc_ids: list[int]) -> dict[str, float]:
         if delivery.origin.startswith(f"database:{APP}:"):
             applying.append((time.perf_counter() - wall, time.thread_time() - cpu))
             if done[1]:
-                applied.extend([time.monotonic()] * max(len(delivery.row_times), 1))
+                applied.extend(
+                    [time.monotonic()] * len(getattr(delivery.events, "parts", [1]))
+                )
         return done
 
     core._apply_steps = counted  # type: ignore[method-assign]

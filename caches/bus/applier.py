@@ -63,16 +63,11 @@ class _Delivery:
     first: list[EventTuple] = field(default_factory=list)  # for the log line
     count: int = 0
     unknown: int = 0
-    #: When each outbox row it holds was written (empty: a bus batch or a
-    #: local commit, measured from `sent_at`), and how many were counted.
-    row_times: list[float] = field(default_factory=list)
-    counted: int = 0
 
     def take(self, most: int | None) -> list[EventTuple]:
         """Return up to `most` more events (None: all the rest)."""
         if self.source is None:
-            stream = getattr(self.events, "stream", None)
-            self.source = stream() if stream is not None else iter(self.events)
+            self.source = _stream(self.events)
         part = list(self.source if most is None else islice(self.source, most))
         if len(self.first) < 5:
             self.first += part[: 5 - len(self.first)]
@@ -80,19 +75,26 @@ class _Delivery:
         return part
 
 
+def _stream(events: Iterable[EventTuple]) -> Iterator[EventTuple]:
+    """Return the events one by one (an outbox row's parsed as they are taken)."""
+    stream = getattr(events, "stream", None)
+    return stream() if stream is not None else iter(events)
+
+
 class _Rows:
     """Several outbox rows' events, one after the other, each parsed as taken."""
 
-    __slots__ = ("done", "parts")
+    __slots__ = ("counted", "done", "parts", "times")
 
-    def __init__(self, parts: list[Iterable[EventTuple]]) -> None:
-        self.parts = parts
+    def __init__(self) -> None:
+        self.parts: list[Iterable[EventTuple]] = []
+        self.times: list[float] = []  # when each row was written
         self.done = 0  # rows whose every event has been taken
+        self.counted = 0  # rows counted as applied
 
     def stream(self) -> Iterator[EventTuple]:
         for part in self.parts:
-            stream = getattr(part, "stream", None)
-            yield from (stream() if stream is not None else part)
+            yield from _stream(part)
             self.done += 1
 
     def __iter__(self) -> Iterator[EventTuple]:
@@ -261,16 +263,15 @@ class Applier:
         10,000-row UPDATE is one line, not 300); each row still counts as
         applied, with its own lag, as its last event is applied.
         """
-        groups: list[tuple[str, list[Iterable[EventTuple]], list[float]]] = []
+        groups: list[tuple[str, _Rows]] = []
         for events, sent_at, origin in rows:
             origin = origin or "the outbox"
             if not groups or groups[-1][0] != origin:
-                groups.append((origin, [], []))
-            groups[-1][1].append(events)
-            groups[-1][2].append(sent_at)
+                groups.append((origin, _Rows()))
+            groups[-1][1].parts.append(events)
+            groups[-1][1].times.append(sent_at)
         self._enqueue(
-            _Delivery(_Rows(parts), min(times), True, origin, row_times=times)
-            for origin, parts, times in groups
+            _Delivery(group, min(group.times), True, origin) for origin, group in groups
         )
 
     def deliver(
@@ -357,25 +358,24 @@ class Applier:
     def _count_rows(self, delivery: _Delivery) -> None:
         """Count the outbox rows of `delivery` applied so far as applied, with their lag."""
         rows = delivery.events
-        done = rows.done if isinstance(rows, _Rows) else 0
-        if not delivery.measure or delivery.counted >= done:
+        if not isinstance(rows, _Rows) or rows.counted >= rows.done:
             return
         now = time.time()
-        for sent_at in delivery.row_times[delivery.counted : done]:
+        for sent_at in rows.times[rows.counted : rows.done]:
             self.stats.applied(now - sent_at)
-        delivery.counted = done
+        rows.counted = rows.done
 
     def _finished(self, delivery: _Delivery) -> None:
         if delivery.unknown:
             self.stats.incr("unknown_events", delivery.unknown)
         # Logged before it counts: a waiter on the count sees the line.
+        rows = delivery.events if isinstance(delivery.events, _Rows) else None
         if delivery.origin:
             origin = delivery.origin
-            if len(delivery.row_times) > 1:
-                rows = len(delivery.row_times)
-                origin = f"{clipped(origin, 200)} ({rows} outbox rows)"
+            if rows is not None and len(rows.parts) > 1:
+                origin = f"{clipped(origin, 200)} ({len(rows.parts)} outbox rows)"
             log_applied(delivery.first, origin, delivery.count)
-        if delivery.row_times:
+        if rows is not None:
             self._count_rows(delivery)
         elif delivery.measure:
             self.stats.applied(time.time() - delivery.sent_at)

@@ -420,7 +420,7 @@ def _installed(connection: BaseDatabaseWrapper) -> dict[str, tuple[str, str]]:
     """Return {trigger name: (table, its definition)} of the installed captures.
 
     On PostgreSQL the definition is the function's body and its settings
-    (`_pg_definition`), so a function whose `jit = off` was reset differs.
+    (" SET jit=off"), so a function whose `jit = off` was reset differs.
     """
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

@@ -21,7 +21,7 @@ from caches.outbox.tracker import CatchUpTracker
 
 logger = logging.getLogger(__name__)
 
-#: Apply rows (events, created at, origin); the events parse on first use.
+#: Apply rows (events, created at, origin); the events parse as they are taken.
 DeliverFn = Callable[[list[tuple[Sequence[EventTuple], float, str]]], None]
 FlushFn = Callable[[str], None]
 
