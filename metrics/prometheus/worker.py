@@ -17,6 +17,7 @@ from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures, note_gateway, refresh_figures
+from metrics.prometheus.threads import ThreadCpuCollector
 from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def build_registry(sources: WorkerSources) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(WorkerCollector(sources))
     ProcessCollector(registry=registry)
+    registry.register(ThreadCpuCollector())
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry
