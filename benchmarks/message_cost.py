@@ -137,6 +137,24 @@ def _read(
     )
 
 
+def forget_short_term_memory(url: str) -> None:
+    """Empty the short_term_memory table: every run starts as a new deployment does.
+
+    The stream is seeded, so a table a previous run filled holds the very
+    keys this run meets: each first miss would then be a restart's
+    hydration, not a steady state's (--keep-memory measures that instead).
+    """
+    import psycopg
+
+    parts = urlsplit(url)
+    dsn = (
+        f"host={parts.hostname or '127.0.0.1'} port={parts.port or 5432} "
+        f"user={parts.username or 'postgres'} dbname={parts.path.lstrip('/')}"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE short_term_memory")
+
+
 def proxied_url(url: str, port: int) -> str:
     """Return `url` with its host and port replaced by the proxy's, without TLS."""
     parts = urlsplit(url)
@@ -174,6 +192,8 @@ def run(options: argparse.Namespace) -> Window:
     env = base_env(options.database_url)
     if not options.skip_seed:
         prepare_database(env, options.scenario)
+    if not options.keep_memory:
+        forget_short_term_memory(options.database_url)
     ports = {
         name: free_port()
         for name in ("redis", "metrics", "openrouter", "sim", "bare_sim", "bare", "pg")
@@ -279,7 +299,8 @@ def report(window: Window, options: argparse.Namespace) -> bool:
         print(f"{name}: {' '.join(argv)}")
     print(
         f"load: scenario {options.scenario}, {options.rate:g} msg/s each, warm-up "
-        f"{options.warmup:g} s after ready, window {seconds:.1f} s; load average "
+        f"{options.warmup:g} s after ready, window {seconds:.1f} s, short-term "
+        f"memory table {'kept' if options.keep_memory else 'emptied first'}; load average "
         f"{window.load[0]} at the start, {window.load[1]} at the end"
     )
     print(f"\n{'':<28}{'worker':>12}{'bare client':>14}")
@@ -364,6 +385,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds")
     parser.add_argument("--window", type=float, default=60.0, help="seconds")
     parser.add_argument("--skip-seed", action="store_true")
+    parser.add_argument(
+        "--keep-memory",
+        action="store_true",
+        help="keep the short_term_memory rows of earlier runs (a restart's "
+        "hydration, not a new deployment)",
+    )
     parser.add_argument("--log", default="/tmp/message_cost.log", help="worker output")
     parser.add_argument(
         "--database-url",

@@ -151,6 +151,52 @@ class BoundedTTLCache(ExpiringStore[K, V]):
             ExpiringStore.set(self, key, result, ttl)
         return result
 
+    async def load_many(
+        self,
+        keys: Iterable[K],
+        loader: Callable[[list[K]], Awaitable[Mapping[K, V]]],
+        *,
+        ttl: float | None = None,
+    ) -> int:
+        """Load every key that is neither resident nor loading in one `loader` call.
+
+        `loader(keys)` returns a value for each key it was given (a key it
+        leaves out is not stored). What a single load promises holds for
+        each key: one set, invalidated or cleared while the call runs is
+        not stored, and one a concurrent `get_or_load` is loading is not
+        asked for (nor is a bulk-loaded key joinable: such a caller runs its
+        own load, and the newer of the two is the one kept). A loader error
+        propagates and nothing is stored. Returns the entries stored.
+        """
+        data, flights = self._data, self._loads.flights
+        wanted = [k for k in dict.fromkeys(keys) if k not in data and k not in flights]
+        if not wanted:
+            return 0
+        # Unjoinable flights (no task): invalidate/set/clear detach them as
+        # they do any load's, and a get_or_load of the key replaces one; a key
+        # whose flight is no longer ours when the call returns is not stored.
+        mine: dict[K, Flight[Any]] = {}
+        for key in wanted:
+            mine[key] = flights[key] = Flight()
+        self.loads += len(wanted)
+        kept: list[K] = []
+        try:
+            values = await loader(wanted)
+        except Exception:
+            self.load_failures += 1
+            raise
+        finally:
+            for key, flight in mine.items():
+                if flights.get(key) is flight:
+                    del flights[key]
+                    kept.append(key)
+        stored = 0
+        for key in kept:
+            if key in values and key not in data:
+                ExpiringStore.set(self, key, values[key], ttl)
+                stored += 1
+        return stored
+
     def _detach_flights(self, keys: Iterable[K]) -> int:
         # Later callers start a fresh load instead of joining a stale one.
         return self._loads.detach_many(keys)

@@ -20,7 +20,8 @@ have decided the turn).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import itertools
+from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
 from caches.core import MISSING
@@ -75,6 +76,29 @@ async def get_cached_user_row(user_disc_id: int) -> UserRecord | None:
     return await _layer.cache.get_or_load(  # type: ignore[no-any-return]
         user_disc_id, lambda: run_db(users_repo.get_user_by_disc_id, user_disc_id)
     )
+
+
+#: User ids asked per query of a warm.
+WARM_CHUNK = 5000
+
+
+async def warm_users(user_disc_ids: Iterable[int], *, limit: int) -> int:
+    """Load at most `limit` users' rows (None for unknown users) a few queries at a time.
+
+    What a turn's miss would store, loaded in bulk: one query per WARM_CHUNK
+    ids, each a database call of its own (turns' misses interleave). Users
+    already cached or loading are skipped; a write during the warm wins over
+    it (`BoundedTTLCache.load_many`). Returns the entries stored; database
+    errors propagate.
+    """
+    ids = list(itertools.islice(user_disc_ids, limit))
+    stored = 0
+    for start in range(0, len(ids), WARM_CHUNK):
+        stored += await _layer.cache.load_many(
+            ids[start : start + WARM_CHUNK],
+            lambda chunk: run_db(users_repo.get_users_by_disc_ids, chunk),
+        )
+    return stored
 
 
 async def get_cached_privacy_level(user_disc_id: int) -> int:

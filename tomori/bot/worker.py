@@ -51,7 +51,7 @@ from caches.consistency import ConsistencyWatcher
 from caches.core.loop import on_loop_thread, run_on_loop
 from caches.core.periodic import run_periodically, wait_or_stop
 from caches.database import database_calls
-from caches.db_outage import check_database
+from caches.db_outage import DB_ERRORS, check_database
 from caches.discord_caches import run_discord_sweepers
 from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
@@ -74,6 +74,9 @@ logger = logging.getLogger(__name__)
 #: How often the database outage check runs (a timer, like the ones below):
 #: outage summaries are written and, during an outage, the database pinged.
 DB_CHECK_SECONDS = 1.0
+#: How often short-term memory's stored-keys filter is checked (built if
+#: missing, as at start or after a failed build; rebuilt when full).
+STORED_KEYS_CHECK_SECONDS = 60.0
 
 CATALOG_CHECK_SECONDS = 60.0
 #: How often the console gets one line summing up the traffic.
@@ -361,6 +364,38 @@ class BotWorker:
             self._every(knobs().WORKER_SNAPSHOT_INTERVAL_SECONDS, self._publish_async),
             "live-snapshot",
         )
+        self._spawn(
+            self._every(STORED_KEYS_CHECK_SECONDS, self._maintain_stored_keys),
+            "stm-stored-keys",
+        )
+
+    async def _maintain_stored_keys(self) -> None:
+        """Keep short-term memory's stored-keys filter built (see its module)."""
+        from caches.layers.short_term_memory import short_term_memory_store
+
+        options = self.options
+        shards = None
+        if options.shard_ids is not None and options.shard_count is not None:
+            shards = (tuple(options.shard_ids), options.shard_count)
+        store = short_term_memory_store()
+        started = time.monotonic()
+        try:
+            built = await store.maintain_stored_keys(shards=shards)
+        except DB_ERRORS as exc:
+            logger.warning(
+                "short-term memory: stored-keys filter not built (%s); every "
+                "miss reads the table until it is",
+                type(exc).__name__,
+            )
+            return
+        if built:
+            logger.info(
+                "short-term memory: stored-keys filter built from %d rows in "
+                "%.2f s (%d KiB)",
+                store.stored.built_from,
+                time.monotonic() - started,
+                store.stats()["stored_keys_bytes"] // 1024,
+            )
 
     def cache_metrics_logger(
         self, *, lag_monitor: LoopLagMonitor | None = None
@@ -515,6 +550,38 @@ class BotWorker:
         if self.simulator is not None:
             self._spawn(self._drive_traffic(), "simulated-traffic")
         self._spawn(self._freeze_start_up(), "gc-freeze")
+        self._spawn(self._warm_users(), "user-warm")
+
+    async def _warm_users(self) -> None:
+        """Once every guild has arrived, load the cached members' user rows in bulk.
+
+        Each member's first turn would load its row (or learn there is none)
+        one query at a time: 0.3 queries a message for minutes after a start
+        on the production scenario. Bounded by half the user cache's cap; a
+        failing database leaves the misses to load as before.
+        """
+        from caches.layers.user import warm_users
+
+        await self.client.wait_until_ready()
+        members = {
+            member.id
+            for guild in self.client.guilds
+            for member in guild.members
+            if not member.bot
+        }
+        limit = knobs().USER_CACHE_MAX_ENTRIES // 2
+        started = time.monotonic()
+        try:
+            stored = await warm_users(members, limit=limit)
+        except DB_ERRORS as exc:
+            logger.warning("users not warmed (%s); loaded on use", type(exc).__name__)
+            return
+        logger.info(
+            "users warmed: %d entries for %d cached members in %.2f s",
+            stored,
+            min(len(members), limit),
+            time.monotonic() - started,
+        )
 
     async def _freeze_start_up(self) -> None:
         """Once every guild has arrived, keep the start-up heap out of full GCs."""

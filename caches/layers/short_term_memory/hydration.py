@@ -23,6 +23,7 @@ from caches.layers.short_term_memory.entry import (
     entry_from_durable,
 )
 from caches.layers.short_term_memory.keys import SERVER, USER
+from caches.layers.short_term_memory.stored_keys import StoredKeys
 from tomori.domain.knobs import knobs
 from tomori.domain.repositories import memory as repo
 from tomori.domain.repositories.memory import DurableMemory
@@ -63,15 +64,21 @@ class Hydrator:
         writer: DurableWriter,
         put: Callable[[ShortTermMemoryEntry, float], None],
         wall_clock: Callable[[], datetime] = utc_now,
+        stored: StoredKeys | None = None,
     ) -> None:
         self._cache = cache
         self._writer = writer
+        self.stored = stored if stored is not None else StoredKeys()
         self._put = put
         self.wall_clock = wall_clock
         self._keys: SingleFlight[str, None] = SingleFlight("stm-hydrate")
         self._scopes: SingleFlight[Scope, None] = SingleFlight("stm-hydrate")
         self.key_loads = 0
         self.scope_loads = 0
+
+    def window_start(self) -> datetime:
+        """Return the oldest write time a row can have and still be hydrated."""
+        return self._window_start()
 
     def _window_start(self) -> datetime:
         return self.wall_clock() - timedelta(seconds=max(crude_ttl(), summary_ttl()))
@@ -115,6 +122,8 @@ class Hydrator:
         value = self._cache.get(key)
         if value is not MISSING:
             return value
+        if self.stored.absent(key):
+            return None  # never stored: nothing to load (the turn stores it next)
         await self._keys.run(key, lambda flight: self._load_key(key, flight))
         value = self._cache.peek(key)
         return None if value is MISSING else value

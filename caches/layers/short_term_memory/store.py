@@ -8,11 +8,19 @@ loads. Clearing the cache never touches the table: only the explicit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Sequence,
+)
 from datetime import datetime
 from typing import Any, NamedTuple, TypedDict
 
 from caches.core import MISSING, BoundedTTLCache, Clock
+from caches.layers._support import run_db
 from caches.layers.short_term_memory import keys as k
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
@@ -26,6 +34,7 @@ from caches.layers.short_term_memory.hydration import (
     crude_ttl,
     summary_ttl,
 )
+from caches.layers.short_term_memory.stored_keys import StoredKeys
 from tomori.domain.knobs import knobs
 from tomori.domain.repositories import memory as repo
 from tomori.domain.repositories.memory import DeleteKeys, DeleteWhere
@@ -137,7 +146,8 @@ class ShortTermMemoryStore:
             repo.apply_memory_writes,
             max_pending=knobs().SHORT_TERM_MEMORY_PENDING_WRITES_MAX,
         )
-        self.hydrator = Hydrator(self.cache, self.writer, self._put)
+        self.stored = StoredKeys()
+        self.hydrator = Hydrator(self.cache, self.writer, self._put, stored=self.stored)
 
     @property
     def wall_clock(self) -> Callable[[], datetime]:
@@ -166,10 +176,11 @@ class ShortTermMemoryStore:
         if hydrator.loading:  # the warm path loads nothing: no touch then
             for entry in entries:
                 hydrator.touch(entry.key)
-        put = self.cache.set
+        put, note = self.cache.set, self.stored.note
         crude, summarized = crude_ttl(), summary_ttl()
         for entry in entries:
             put(entry.key, entry, summarized if entry.summary else crude)
+            note(entry.key)
         self.writer.submit_entries(entries, turns=turns)
 
     def _resident(self, targets: Targets) -> list[ShortTermMemoryEntry | None] | None:
@@ -363,6 +374,32 @@ class ShortTermMemoryStore:
             await self.hydrator.ensure_key(key)
         return [self._current(key) for _, key in targets]
 
+    async def maintain_stored_keys(self, *, shards: repo.Shards = None) -> bool:
+        """Build the stored-keys filter if there is none or it is full; True if built.
+
+        `shards` names the shard set whose rows this process stores (None:
+        every row). Database errors propagate (the filter in use stays).
+        """
+        stored = self.stored
+        if stored.building or not stored.needs_build():
+            return False
+        since = self.hydrator.window_start()
+
+        def count() -> Awaitable[int]:
+            return run_db(repo.count_memory_keys, updated_since=since, shards=shards)
+
+        def page(after: str, limit: int) -> Awaitable[list[str]]:
+            return run_db(
+                repo.memory_keys_page,
+                updated_since=since,
+                after=after,
+                limit=limit,
+                shards=shards,
+            )
+
+        with self.writer.reading():  # queued_keys: what the pages may not hold
+            return await stored.build(count, page, self.writer.queued_keys)
+
     # ------------------------------------------------------------ reads
 
     async def get(self, key: str) -> ShortTermMemoryEntry | None:
@@ -505,4 +542,5 @@ class ShortTermMemoryStore:
             "durable_writes_dropped": self.writer.dropped,
             "key_hydrations": self.hydrator.key_loads,
             "scope_hydrations": self.hydrator.scope_loads,
+            **self.stored.stats(),
         }

@@ -201,3 +201,30 @@ def test_cached_rows_share_one_language_string(run, make_user):
     one = run(get_cached_user_row, first.user_disc_id)
     two = run(get_cached_user_row, second.user_disc_id)
     assert one.language == "en" and one.language is two.language
+
+
+def test_a_warm_loads_users_in_bulk_as_their_misses_would(
+    run, make_user, django_assert_num_queries, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(user_layer, "WARM_CHUNK", 2)
+    rows = [make_user(username=f"u{i}") for i in range(3)]
+    unknown = 991
+    ids = [row.user_disc_id for row in rows] + [unknown]
+    with django_assert_num_queries(2):  # 4 ids, 2 a query
+        stored = run(user_layer.warm_users, ids, limit=10)
+    assert stored == 4
+    with django_assert_num_queries(0):
+        assert [run(get_cached_user_row, i) for i in ids] == [*rows, None]
+    # What each miss would have stored, entry for entry.
+    warmed = {i: user_layer._layer.cache.peek(i) for i in ids}
+    registry.clear_all()
+    assert {i: run(get_cached_user_row, i) for i in ids} == warmed
+
+
+def test_a_warm_stops_at_its_limit_and_skips_cached_users(run, make_user, count_calls):
+    rows = [make_user(username=f"u{i}") for i in range(3)]
+    run(get_cached_user_row, rows[0].user_disc_id)
+    loaded = count_calls(users_repo, "get_users_by_disc_ids")
+    stored = run(user_layer.warm_users, [row.user_disc_id for row in rows], limit=2)
+    assert (stored, loaded.calls) == (1, 1)  # rows[0] cached; rows[2] past the limit
+    assert user_layer._layer.cache.peek(rows[2].user_disc_id) is MISSING

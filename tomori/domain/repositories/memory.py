@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import attrgetter
@@ -17,7 +17,8 @@ from typing import Any
 
 import psycopg
 from django.db import connection, transaction
-from django.db.models import Field, Q
+from django.db.models import F, Field, Q, QuerySet
+from django.db.models.functions import Mod
 
 from tomori.domain.models import MemoryScope, ShortTermMemoryRecord
 
@@ -136,40 +137,99 @@ def list_memory_records_for_user(
     return [_to_durable(row) for row in rows]
 
 
+#: The shards whose rows a worker reads: (its shard ids, the shard count);
+#: None: every row (an unsharded worker).
+Shards = tuple[tuple[int, ...], int] | None
+
+
+def _written_since(updated_since: datetime, shards: Shards) -> QuerySet[Any]:
+    """Return the rows written since `updated_since` of the given shards' guilds.
+
+    A guild's shard is (its id >> 22) % the shard count, as Discord assigns
+    it; rows without a server (direct messages) are shard 0's.
+    """
+    rows = ShortTermMemoryRecord.objects.filter(updated_at__gte=updated_since)
+    if shards is None:
+        return rows
+    shard_ids, count = shards
+    rows = rows.alias(shard=Mod(F("server_disc_id").bitrightshift(22), count))
+    mine = Q(shard__in=shard_ids)
+    if 0 in shard_ids:
+        mine |= Q(server_disc_id__isnull=True)
+    return rows.filter(mine)
+
+
+def count_memory_keys(*, updated_since: datetime, shards: Shards = None) -> int:
+    """Return how many rows were written since `updated_since` (of these shards)."""
+    return _written_since(updated_since, shards).count()
+
+
+def memory_keys_page(
+    *, updated_since: datetime, after: str, limit: int, shards: Shards = None
+) -> list[str]:
+    """Return up to `limit` keys greater than `after`, in order, of rows written since."""
+    rows = _written_since(updated_since, shards).filter(cache_key__gt=after)
+    return list(rows.order_by("cache_key").values_list("cache_key", flat=True)[:limit])
+
+
 def apply_memory_writes(writes: Sequence[MemoryWrite]) -> None:
     """Apply upserts and deletes in order, in one transaction.
 
     Each run of upserts is one INSERT .. ON CONFLICT statement and each run of
     key deletes one DELETE, so a batch of coalesced writes costs a statement
-    or two, not one per key.
+    or two, not one per key. A batch of one statement (the usual one: a busy
+    bot's upserts) runs without BEGIN and COMMIT: a statement is atomic by
+    itself, and those are two round trips more than the statement.
     """
+    statements = _statements(writes)
+    if len(statements) == 1:
+        statements[0]()
+        return
     with transaction.atomic():
-        upserts: list[DurableMemory] = []
-        keys: list[str] = []
-        for write in writes:
-            if isinstance(write, DurableMemory):
-                _delete_keys(keys)
-                upserts.append(write)
-            elif isinstance(write, DeleteKeys):
-                _upsert(upserts)
-                keys.extend(write.cache_keys)
-            else:
-                _upsert(upserts)
-                _delete_keys(keys)
-                ShortTermMemoryRecord.objects.filter(write.as_q()).delete()
-        _upsert(upserts)
-        _delete_keys(keys)
+        for statement in statements:
+            statement()
+
+
+def _statements(writes: Sequence[MemoryWrite]) -> list[Callable[[], None]]:
+    """Return the statements that apply `writes` in order: runs of one kind share one."""
+    statements: list[Callable[[], None]] = []
+    upserts: list[DurableMemory] = []
+    keys: list[str] = []
+
+    def close_runs() -> None:
+        if upserts:
+            statements.append(functools.partial(_upsert, upserts[:]))
+            upserts.clear()
+        if keys:
+            statements.append(functools.partial(_delete_keys, keys[:]))
+            keys.clear()
+
+    for write in writes:
+        if isinstance(write, DurableMemory):
+            if keys:
+                close_runs()
+            upserts.append(write)
+        elif isinstance(write, DeleteKeys):
+            if upserts:
+                close_runs()
+            keys.extend(write.cache_keys)
+        else:
+            close_runs()
+            statements.append(functools.partial(_delete_where, write))
+    close_runs()
+    return statements
+
+
+def _delete_where(where: DeleteWhere) -> None:
+    ShortTermMemoryRecord.objects.filter(where.as_q()).delete()
 
 
 def _upsert(records: list[DurableMemory]) -> None:
-    """Write and empty `records` (one statement)."""
-    if not records:
-        return
+    """Write `records` (one statement)."""
     if connection.vendor == "postgresql":
         _upsert_columns(records)
     else:
         _upsert_rows(records)
-    records.clear()
 
 
 #: The columns an upsert writes, in order: the key, then what a conflict updates.
@@ -260,10 +320,8 @@ def _upsert_rows(records: list[DurableMemory]) -> None:
 
 
 def _delete_keys(keys: list[str]) -> None:
-    """Delete and empty the rows of `keys` (one statement)."""
-    if keys:
-        ShortTermMemoryRecord.objects.filter(cache_key__in=keys).delete()
-        keys.clear()
+    """Delete the rows of `keys` (one statement)."""
+    ShortTermMemoryRecord.objects.filter(cache_key__in=keys).delete()
 
 
 def purge_memory_records(*, older_than: datetime) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from sys import intern
 from typing import Any
@@ -49,6 +50,16 @@ def get_user_by_disc_id(user_disc_id: int) -> UserRecord | None:
     """Return the user with this Discord id, or None."""
     user = User.objects.filter(user_disc_id=user_disc_id).first()
     return user_record(user) if user is not None else None
+
+
+def get_users_by_disc_ids(
+    user_disc_ids: Collection[int],
+) -> dict[int, UserRecord | None]:
+    """Return each of these Discord ids' user, None for those without a row (one query)."""
+    found: dict[int, UserRecord | None] = dict.fromkeys(user_disc_ids)
+    for user in User.objects.filter(user_disc_id__in=list(user_disc_ids)):
+        found[user.user_disc_id] = user_record(user)
+    return found
 
 
 #: The blacklist of a server that lists nobody (most): one shared empty set.

@@ -1,0 +1,110 @@
+"""BoundedTTLCache.load_many: one loader call for many keys, each kept as a single load is."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import pytest
+
+from caches.core import BoundedTTLCache, FakeClock
+
+
+def cache_of(clock: FakeClock) -> BoundedTTLCache[str, str]:
+    return BoundedTTLCache("bulk", maxsize=100, ttl=60, clock=clock)
+
+
+class HeldLoader:
+    """A bulk loader that returns "v-<key>" for every key once released."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, keys: list[str]) -> Mapping[str, str]:
+        self.calls.append(keys)
+        self.entered.set()
+        await self.release.wait()
+        return {key: f"v-{key}" for key in keys}
+
+
+async def test_one_call_loads_what_is_neither_resident_nor_loading(
+    fake_clock: FakeClock,
+) -> None:
+    cache = cache_of(fake_clock)
+    cache.set("resident", "kept")
+    loader = HeldLoader()
+    loader.release.set()
+    stored = await cache.load_many(["a", "resident", "b", "a"], loader)
+    assert loader.calls == [["a", "b"]]
+    assert stored == 2
+    assert (cache.peek("a"), cache.peek("b"), cache.peek("resident")) == (
+        "v-a",
+        "v-b",
+        "kept",
+    )
+    assert cache.stats()["in_flight"] == 0
+
+
+async def test_a_key_invalidated_set_or_cleared_during_the_call_is_not_stored(
+    fake_clock: FakeClock,
+) -> None:
+    cache = cache_of(fake_clock)
+    loader = HeldLoader()
+    load = asyncio.create_task(cache.load_many(["gone", "newer", "kept"], loader))
+    await loader.entered.wait()
+    cache.invalidate("gone")
+    cache.set("newer", "set meanwhile")
+    loader.release.set()
+    assert await load == 1
+    assert cache.peek("gone", None) is None
+    assert cache.peek("newer") == "set meanwhile"
+    assert cache.peek("kept") == "v-kept"
+
+    loader = HeldLoader()
+    load = asyncio.create_task(cache.load_many(["x", "y"], loader))
+    await loader.entered.wait()
+    cache.clear()
+    loader.release.set()
+    assert await load == 0
+    assert len(cache) == 0
+
+
+async def test_a_single_load_started_meanwhile_owns_its_key(
+    fake_clock: FakeClock,
+) -> None:
+    """The bulk answer is older than that load's: even invalidated later, it stays out."""
+    cache = cache_of(fake_clock)
+    loader = HeldLoader()
+    bulk = asyncio.create_task(cache.load_many(["k"], loader))
+    await loader.entered.wait()
+    single_release = asyncio.Event()
+
+    async def single() -> str:
+        await single_release.wait()
+        return "single"
+
+    one = asyncio.create_task(cache.get_or_load("k", single))
+    await asyncio.sleep(0)  # the single load is registered
+    cache.invalidate("k")  # a write after both reads began: both are stale
+    loader.release.set()
+    assert await bulk == 0
+    single_release.set()
+    assert await one == "single"  # its caller gets it; it is not stored
+    assert cache.peek("k", None) is None
+
+
+async def test_a_loader_error_stores_nothing_and_leaves_no_flight(
+    fake_clock: FakeClock,
+) -> None:
+    cache = cache_of(fake_clock)
+
+    async def failing(keys: list[str]) -> Mapping[str, str]:
+        raise RuntimeError("database down")
+
+    with pytest.raises(RuntimeError):
+        await cache.load_many(["a", "b"], failing)
+    assert len(cache) == 0
+    stats = cache.stats()
+    assert (stats["in_flight"], stats["load_failures"]) == (0, 1)
