@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -155,6 +157,22 @@ def forget_short_term_memory(url: str) -> None:
         conn.execute("TRUNCATE short_term_memory")
 
 
+@contextmanager
+def profiled(pid: int, options: argparse.Namespace) -> Iterator[None]:
+    """Sample every thread of the worker with py-spy over the window (--profile)."""
+    if not options.profile:
+        yield
+        return
+    argv = [
+        *("py-spy", "record", "--threads", "--pid", str(pid)),
+        *("--rate", "250", "--format", "raw", "--output", options.profile),
+        *("--duration", str(int(options.window))),
+    ]
+    with process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as spy:
+        yield
+        spy.wait(30)  # it writes its samples when its --duration is over
+
+
 def proxied_url(url: str, port: int) -> str:
     """Return `url` with its host and port replaced by the proxy's, without TLS."""
     parts = urlsplit(url)
@@ -257,7 +275,8 @@ def run(options: argparse.Namespace) -> Window:
                 load_start = load_average()
                 start = _read(*procs, *edge)
                 print(f"measuring {options.window:g} s", flush=True)
-                time.sleep(options.window)
+                with profiled(worker.pid, options):
+                    time.sleep(options.window)
                 end = _read(*procs, *edge)
                 window = Window(start, end, commands, (load_start, load_average()))
                 worker.send_signal(signal.SIGTERM)
@@ -392,6 +411,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "hydration, not a new deployment)",
     )
     parser.add_argument("--log", default="/tmp/message_cost.log", help="worker output")
+    parser.add_argument(
+        "--profile",
+        metavar="PATH",
+        help="diagnosis: py-spy's raw samples of the worker's threads over the "
+        "window (py-spy on PATH; its sampling costs CPU: not a figure)",
+    )
     parser.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
