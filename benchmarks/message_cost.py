@@ -308,7 +308,10 @@ def report(window: Window, options: argparse.Namespace) -> bool:
     """Print the figures side by side; return whether every bar passed."""
     start, end = window.start, window.end
     seconds = end.at - start.at
-    worker_messages = end.counts.received - start.counts.received
+    # The stream's messages: the worker also receives its own replies (the
+    # bare client sends none), which it skips; they are not the stream's.
+    own = window.series("tomori_messages_skipped_total").get("own", 0.0)
+    worker_messages = end.counts.received - start.counts.received - int(own)
     bare_messages = end.bare_messages - start.bare_messages
     worker_ms = (end.worker_cpu - start.worker_cpu) * 1000 / max(worker_messages, 1)
     bare_ms = (end.bare_cpu - start.bare_cpu) * 1000 / max(bare_messages, 1)
@@ -324,6 +327,7 @@ def report(window: Window, options: argparse.Namespace) -> bool:
     )
     print(f"\n{'':<28}{'worker':>12}{'bare client':>14}")
     print(f"{'messages in the window':<28}{worker_messages:>12,}{bare_messages:>14,}")
+    print(f"(the worker also received {int(own):,} of its own replies, not counted)")
     print(f"{'CPU per message (ms)':<28}{worker_ms:>12.3f}{bare_ms:>14.3f}")
     print(f"worker / bare client: {ratio:.2f}x")
     trips = {k: end.round_trips[k] - start.round_trips[k] for k in KINDS}

@@ -21,6 +21,7 @@ from django.db.models import F, Field, Q, QuerySet
 from django.db.models.functions import Mod
 
 from tomori.domain.models import MemoryScope, ShortTermMemoryRecord
+from tomori.domain.repositories._compiled import CompiledRead
 
 _UPDATE_FIELDS = [
     "scope",
@@ -34,6 +35,8 @@ _UPDATE_FIELDS = [
     "summarized_turn_count",
     "updated_at",
 ]
+#: Every column of a row, in order: the key, then what an upsert's conflict updates.
+_COLUMNS = ["cache_key", *_UPDATE_FIELDS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +108,27 @@ def _to_durable(row: ShortTermMemoryRecord) -> DurableMemory:
     )
 
 
+#: A hydration's query, compiled once (see `_compiled`): a row by its unique key.
+_RECORD_BY_KEY = CompiledRead(
+    lambda cache_key: ShortTermMemoryRecord.objects.filter(
+        cache_key=cache_key
+    ).values_list(*_COLUMNS),
+    (str,),
+)
+
+
 def get_memory_record(
     cache_key: str, *, updated_since: datetime
 ) -> DurableMemory | None:
     """Return the durable fields of one key if written since `updated_since`."""
-    row = ShortTermMemoryRecord.objects.filter(
-        cache_key=cache_key, updated_at__gte=updated_since
-    ).first()
-    return _to_durable(row) if row else None
+    rows = _RECORD_BY_KEY.rows(cache_key)
+    if not rows:
+        return None
+    fields = dict(zip(_COLUMNS, rows[0], strict=True))
+    if fields["updated_at"] < updated_since:
+        return None
+    fields["categories"] = tuple(fields["categories"] or ())
+    return DurableMemory(**fields)
 
 
 def list_memory_records_for_server(
@@ -230,10 +246,6 @@ def _upsert(records: list[DurableMemory]) -> None:
         _upsert_columns(records)
     else:
         _upsert_rows(records)
-
-
-#: The columns an upsert writes, in order: the key, then what a conflict updates.
-_COLUMNS = ["cache_key", *_UPDATE_FIELDS]
 
 
 def _upsert_columns(records: list[DurableMemory]) -> None:

@@ -8,6 +8,7 @@ from sys import intern
 from typing import Any
 
 from tomori.domain.models import PrivacyLevel, User, UserBlacklist
+from tomori.domain.repositories._compiled import CompiledRead
 from tomori.domain.repositories._fields import build, save_changes
 
 USER_FIELDS = ("username", "privacy_level", "language", "personal_memories_enabled")
@@ -46,10 +47,31 @@ def user_record(user: User) -> UserRecord:
     )
 
 
+#: A user miss's query, compiled once (see `_compiled`): the columns of a UserRecord.
+_USER_BY_DISC_ID = CompiledRead(
+    lambda user_disc_id: (
+        User.objects.filter(user_disc_id=user_disc_id)
+        .order_by("pk")
+        .values_list("pk", "user_disc_id", *USER_FIELDS)[:1]
+    ),
+    (int,),
+)
+
+
 def get_user_by_disc_id(user_disc_id: int) -> UserRecord | None:
     """Return the user with this Discord id, or None."""
-    user = User.objects.filter(user_disc_id=user_disc_id).first()
-    return user_record(user) if user is not None else None
+    rows = _USER_BY_DISC_ID.rows(user_disc_id)
+    if not rows:
+        return None
+    pk, disc_id, username, privacy_level, language, memories = rows[0]
+    return UserRecord(
+        id=pk,
+        user_disc_id=disc_id,
+        username=username,
+        privacy_level=privacy_level,
+        language=intern(language),
+        personal_memories_enabled=memories,
+    )
 
 
 def get_users_by_disc_ids(
