@@ -175,12 +175,14 @@ def turn_families(counters: Any, timings: Any) -> Iterator[Metric]:
         skipped = CounterMetricFamily(
             "tomori_messages_skipped",
             "Messages that were no turn (the bot's own, other bots and webhooks, "
-            "and those shed after waiting past PIPELINE_MAX_WAITING).",
+            "those shed after waiting past PIPELINE_MAX_WAITING, and those dropped "
+            "unstarted at shutdown).",
             labels=["reason"],
         )
         skipped.add_metric(["own"], counters.skipped_own)
         skipped.add_metric(["bot"], counters.skipped_bots)
         skipped.add_metric(["shed"], counters.shed)
+        skipped.add_metric(["shutdown"], counters.dropped)
         yield skipped
         turns = CounterMetricFamily(
             "tomori_turns", "Turns resolved, by outcome.", labels=["outcome"]

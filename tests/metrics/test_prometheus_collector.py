@@ -152,6 +152,7 @@ def test_pipeline_counters_become_turn_and_message_counters(endpoint) -> None:  
         skipped_own=1,
         skipped_bots=2,
         shed=1,
+        dropped=3,
         errors=1,
         outcomes={"ok": 4, "dm": 1},
     )
@@ -161,6 +162,7 @@ def test_pipeline_counters_become_turn_and_message_counters(endpoint) -> None:  
     assert value(samples, "tomori_messages_received_total") == 9
     assert value(samples, "tomori_messages_skipped_total", reason="bot") == 2
     assert value(samples, "tomori_messages_skipped_total", reason="shed") == 1
+    assert value(samples, "tomori_messages_skipped_total", reason="shutdown") == 3
     assert value(samples, "tomori_turns_total", outcome="ok") == 4
     assert value(samples, "tomori_turns_total", outcome="dm") == 1
     assert value(samples, "tomori_pipeline_errors_total") == 1

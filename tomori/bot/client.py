@@ -102,6 +102,31 @@ class TomoriClientMixin:
         self._before_identify = before_identify
         pipeline.attach(self)
         pipeline.on_turn = self.turn_timings.observe  # ~0.3 us a turn
+        # discord.py's close() ends with this HTTP session; close_gateway()
+        # keeps it for the replies of the turns still running (shutdown).
+        http: Any = self.http  # type: ignore[attr-defined]
+        self._keep_http = False
+        self._close_http_session = http.close
+        http.close = self._close_http_unless_kept
+
+    async def _close_http_unless_kept(self) -> None:
+        if not self._keep_http:
+            await self._close_http_session()
+
+    async def close_gateway(self) -> None:
+        """Close the gateway: no event arrives after; the HTTP session stays open.
+
+        At shutdown the turns already running still reply through it;
+        `close()` closes it once they have ended.
+        """
+        self._keep_http = True
+        await super().close()  # type: ignore[misc]
+
+    async def close(self) -> None:
+        """Close the gateway if still open, then the HTTP session."""
+        self._keep_http = False
+        await super().close()  # type: ignore[misc]  # after close_gateway: waits for it
+        await self.http.close()  # type: ignore[attr-defined]  # a closed session: no-op
 
     def _count(self, name: str, amount: int = 1) -> None:
         self.counters[name] += amount

@@ -13,12 +13,16 @@ Start-up order (settings were validated by the command's system checks):
 5. log in (to Discord, or to the built-in simulated Discord).
 Before all that it takes the shard lock and keeps renewing it (tomori/bot/lock/);
 a lock that may no longer be ours stops the worker with exit code 1.
-SIGTERM/SIGINT stops the timers, closes the gateway and the bus, and retries
-the pending durable short-term-memory writes until WORKER_SHUTDOWN_TIMEOUT_SECONDS
-after the signal: exit 0 when all are stored, else 1 with a log line counting
-what was not. A watchdog ends the process soon after that deadline whatever
-still runs, and threads blocked in a hung database never hold it
-(`exit_if_blocked_in_database`).
+SIGTERM/SIGINT closes the pipeline's intake at once (no turn starts after;
+the waiting messages are dropped, one line counts them), closes the gateway,
+lets the running turns finish (then cancels those left: a turn's short-term
+memory is stored whole or not at all), closes the HTTP session once no reply
+can use it, stops the timers and the bus, and stores the durable
+short-term-memory writes of every turn that ran, retrying until
+WORKER_SHUTDOWN_TIMEOUT_SECONDS after the signal: exit 0 when all are
+stored, else 1 with a log line counting what was not. A watchdog ends the
+process soon after that deadline whatever still runs, and threads blocked
+in a hung database never hold it (`exit_if_blocked_in_database`).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from caches.registry import registry
 from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
-from tomori.bot.durable_flush import DurableFlush
+from tomori.bot.durable_flush import SHUTDOWN_MARGIN_SECONDS, DurableFlush
 from tomori.bot.lock import ShardLock, lock_names
 from tomori.domain.knobs import knobs
 
@@ -102,6 +106,15 @@ EXIT_UNFLUSHED = 1
 SHUTDOWN_STEP_SECONDS = 5.0
 #: The watchdog ends the process this long after the shutdown deadline.
 WATCHDOG_GRACE_SECONDS = 3.0
+#: The share of the shutdown budget (less the flush's margin) the running
+#: turns get to finish, counted from the signal and at most
+#: SHUTDOWN_STEP_SECONDS; the rest is the durable flush's, after the last turn.
+TURNS_SHARE = 0.5
+
+
+def turns_budget(timeout: float) -> float:
+    """Return how long after the signal the running turns may run on (see TURNS_SHARE)."""
+    return min(SHUTDOWN_STEP_SECONDS, (timeout - SHUTDOWN_MARGIN_SECONDS) * TURNS_SHARE)
 
 
 @dataclass
@@ -196,8 +209,10 @@ class BotWorker:
         return 1 if self.exit_reason else code
 
     def stop(self) -> None:
-        """Ask the worker to shut down."""
+        """Ask the worker to shut down; no turn starts from now on."""
         self.stop_event.set()
+        if self.pipeline is not None:
+            self.pipeline.close_intake()
 
     async def start(self) -> None:
         """Bring the worker up in the documented order."""
@@ -613,8 +628,15 @@ class BotWorker:
         await self.simulator.run_traffic(rate_per_second=self.options.traffic_rate)
 
     async def _close_client(self) -> None:
-        if self.client is not None and not self.client.is_closed():
-            await self.client.close()
+        """Close the gateway and the HTTP session (once the turns have ended)."""
+        if self.client is not None:
+            # Shielded: a step's timeout must not cancel discord.py's closing
+            # task, which a later close() would await and re-raise.
+            await asyncio.shield(self.client.close())
+
+    async def _close_gateway(self) -> None:
+        if self.client is not None:
+            await asyncio.shield(self.client.close_gateway())
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)
@@ -651,22 +673,15 @@ class BotWorker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.stop_event.wait(), self.options.duration)
 
-    async def _finish_turns(self) -> None:
-        """Close the gateway, then let the turns already received finish."""
+    async def _finish_turns(self, until: float) -> None:
+        """Close the gateway; let the running turns finish until `until` (loop time)."""
         try:
-            await asyncio.wait_for(self._close_client(), 5)
+            await asyncio.wait_for(self._close_gateway(), SHUTDOWN_STEP_SECONDS)
         except Exception:  # noqa: BLE001 (shut down as much as possible)
             logger.exception("closing the gateway failed")
-        if self.pipeline is None:
-            return
-        received = self.pipeline.counters.received
-        try:
-            await self.pipeline.wait_processed(received, timeout=5)
-        except TimeoutError:
-            logger.warning(
-                "%d turn(s) still running at shutdown",
-                received - self.pipeline.counters.processed,
-            )
+        if self.pipeline is not None:
+            within = max(0.0, until - asyncio.get_running_loop().time())
+            await self.pipeline.stop_turns(within)
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -675,13 +690,14 @@ class BotWorker:
                 loop.add_signal_handler(sig, self.stop)
 
     async def shutdown(self) -> int:
-        """Stop timers, close the gateway and bus, flush durable writes; return the exit code."""
+        """Stop intake and turns, close the client, timers and bus, flush; return the exit code."""
         timeout = knobs().WORKER_SHUTDOWN_TIMEOUT_SECONDS
-        deadline = asyncio.get_running_loop().time() + timeout
+        now = asyncio.get_running_loop().time()
         self._watchdog = _arm_watchdog(timeout + WATCHDOG_GRACE_SECONDS)
-        self.stop_event.set()
-        flush = DurableFlush(deadline)  # beside every step: it has the whole budget
-        await self._finish_turns()
+        self.stop()  # if no signal did: the intake closes before anything else
+        flush = DurableFlush(now + timeout)  # beside every step: the whole budget
+        await self._finish_turns(now + turns_budget(timeout))
+        # The client's close (the HTTP session) comes first here: no turn is left.
         for cleanup in reversed(self._running.cleanups):
             await _shutdown_step(cleanup)
         for task in self._running.tasks:
@@ -691,11 +707,7 @@ class BotWorker:
         set_current_guard(None)
         live.withdraw_snapshot(self.worker_id)
         if self.pipeline is not None:
-            responder = self.pipeline.responder
-            outcomes = {
-                str(getattr(k, "value", k)): n for k, n in responder.by_outcome.items()
-            }
-            logger.info("turns resolved: %d %s", responder.total, outcomes)
+            logger.info("%s", resolved_line(self.pipeline.responder))
         self.consistency.log_summary()
         self._lock.release()
         logger.info("worker %s stopped", self.worker_id)
@@ -705,6 +717,18 @@ class BotWorker:
         """Stop the shutdown watchdog (the process is about to exit by itself)."""
         if self._watchdog is not None:
             self._watchdog.cancel()
+
+
+def resolved_line(responder: Any) -> str:
+    """Return the shutdown's line on the turns resolved (and replies, when it sends any)."""
+    outcomes = {str(getattr(k, "value", k)): n for k, n in responder.by_outcome.items()}
+    line = f"turns resolved: {responder.total} {outcomes}"
+    if hasattr(responder, "replies"):
+        line += (
+            f"; replies: {responder.replies} sent, {responder.reply_failures} failed, "
+            f"{responder.replies_cancelled} cancelled at shutdown"
+        )
+    return line
 
 
 async def _shutdown_step(cleanup: Callable[[], Awaitable[None] | None]) -> None:

@@ -28,7 +28,7 @@ from tomori.bot.pipeline.history import (
     RecentMessages,
     resolve_history,
 )
-from tomori.bot.pipeline.intake import Intake
+from tomori.bot.pipeline.intake import Intake, Stopped
 from tomori.bot.pipeline.memory import MemoryStep
 from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
@@ -58,6 +58,7 @@ class PipelineCounters:
     skipped_own: int = 0
     skipped_bots: int = 0
     shed: int = 0  # waited past PIPELINE_MAX_WAITING (see `tomori.bot.pipeline.intake`)
+    dropped: int = 0  # waiting, or arriving, once the intake closed (shutdown)
     errors: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
 
@@ -70,6 +71,7 @@ class PipelineCounters:
             "skipped_own": self.skipped_own,
             "skipped_bots": self.skipped_bots,
             "shed": self.shed,
+            "dropped": self.dropped,
             "errors": self.errors,
             "outcomes": dict(self.outcomes),
         }
@@ -113,6 +115,7 @@ class MessagePipeline:
         self.recent = RecentTurns()
         self._client: Any = None
         self._waiters = CountWaiters()
+        self._dropped_at_close = 0
         self.intake = Intake(
             self._take_turn,
             self._shed,
@@ -120,6 +123,7 @@ class MessagePipeline:
             max_waiting=(
                 limits.PIPELINE_MAX_WAITING if max_waiting is None else max_waiting
             ),
+            drop=self._drop,
         )
         #: Told each turn's outcome and seconds from arrival (the client's histogram).
         self.on_turn: Callable[[str, float], None] | None = None
@@ -173,6 +177,43 @@ class MessagePipeline:
                 self.intake.max_waiting,
                 self.intake.workers,
             )
+
+    def _drop(self, message: Any) -> None:
+        """Count `message` processed without a turn: the intake closed (shutdown)."""
+        counters = self.counters
+        counters.dropped += 1
+        counters.processed += 1
+        self._waiters.notify(counters.processed)
+
+    def close_intake(self) -> None:
+        """Start no turn from now on (shutdown); drop the waiting messages, in one line."""
+        intake = self.intake
+        if intake.closed:
+            return
+        dropped = intake.close()
+        self._dropped_at_close = dropped
+        logger.info(
+            "shutdown: intake closed: %d waiting message(s) dropped before their "
+            "turn started; %d turn(s) running",
+            dropped,
+            intake.active,
+        )
+
+    async def stop_turns(self, within: float) -> Stopped:
+        """Close the intake; let the running turns finish for `within` s, then cancel them."""
+        self.close_intake()
+        stopped = await self.intake.stop(within)
+        later = self.counters.dropped - self._dropped_at_close
+        logger.info(
+            "shutdown: the running turns ended in %.1f s: %d finished, %d cancelled "
+            "(%d with a reply in flight); %d message(s) arriving since dropped",
+            stopped.seconds,
+            stopped.finished,
+            stopped.cancelled,
+            getattr(self.responder, "replies_cancelled", 0),
+            later,
+        )
+        return stopped
 
     async def wait_processed(self, count: int, *, timeout: float | None = None) -> None:
         """Return once `count` messages have been processed (skipped ones included)."""

@@ -16,17 +16,36 @@ turn costs what it did. A message that would make more than `max_waiting`
 wait sheds the oldest waiting one: counted (`shed`), logged, and kept in the
 history window like a skipped message, since answering a message that old
 helps nobody and the queue must stay bounded (a 512 MB container).
+
+At shutdown `close()` stops it at once: no turn starts after, the waiting
+messages are dropped (they wrote nothing) and later ones are refused, both
+handed to `drop`; `stop()` then lets the running turns finish until a
+deadline and cancels the rest. A turn's short-term memory store has no
+await inside, so a cancelled turn stored all of its turn or nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 #: Runs one message's turn; the float is when the message arrived (perf_counter).
 Run = Callable[[Any, float], Awaitable[None]]
+#: How long cancelled turns are given to unwind (each ends at its next await).
+CANCEL_WAIT_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How the turns running when the intake closed ended."""
+
+    finished: int
+    cancelled: int
+    seconds: float  # from close() to the last of them
 
 
 class Intake:
@@ -39,15 +58,25 @@ class Intake:
         *,
         workers: int,
         max_waiting: int,
+        drop: Callable[[Any], None] | None = None,
     ) -> None:
         if workers < 1 or max_waiting < 1:
             raise ValueError("an intake needs at least one worker and one slot")
         self._run = run
         self._shed = shed
+        self._drop = drop or shed
         self.workers = workers
         self.max_waiting = max_waiting
-        self.active = 0  # event tasks running turns (each a worker)
+        self.closed = False
         self._waiting: deque[tuple[Any, float]] = deque()
+        self._workers: set[asyncio.Task[Any]] = set()  # event tasks running turns
+        self._at_close: set[asyncio.Task[Any]] = set()  # those running at close()
+        self._closed_at = 0.0
+
+    @property
+    def active(self) -> int:
+        """Return how many turns run now (each in its own event task: a worker)."""
+        return len(self._workers)
 
     @property
     def waiting(self) -> int:
@@ -60,13 +89,18 @@ class Intake:
         Returns once this task's turns are done (at once when it queued).
         """
         arrived = perf_counter()
+        if self.closed:
+            self._drop(message)
+            return
         if self.active >= self.workers:
             waiting = self._waiting
             if len(waiting) >= self.max_waiting:
                 self._shed(waiting.popleft()[0])
             waiting.append((message, arrived))
             return
-        self.active += 1
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine runs in a task
+        self._workers.add(task)
         try:
             await self._run(message, arrived)
             waiting = self._waiting
@@ -74,4 +108,33 @@ class Intake:
                 queued, queued_at = waiting.popleft()
                 await self._run(queued, queued_at)
         finally:
-            self.active -= 1
+            self._workers.discard(task)
+
+    def close(self) -> int:
+        """Start no turn from now on: drop the waiting messages; return how many."""
+        if not self.closed:
+            self._at_close = set(self._workers)
+            self._closed_at = perf_counter()
+        self.closed = True
+        waiting = list(self._waiting)
+        self._waiting.clear()  # in place: the workers' loops see it empty
+        for message, _ in waiting:
+            self._drop(message)
+        return len(waiting)
+
+    async def stop(self, within: float) -> Stopped:
+        """Close; wait `within` s for the turns running at close, then cancel those left."""
+        self.close()
+        running = self._at_close
+        pending: set[asyncio.Task[Any]] = set()
+        if running:
+            _, pending = await asyncio.wait(running, timeout=within)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=CANCEL_WAIT_SECONDS)
+        return Stopped(
+            finished=len(running) - len(pending),
+            cancelled=len(pending),
+            seconds=perf_counter() - self._closed_at,
+        )

@@ -9,6 +9,7 @@ the other outcomes are deliberate silences).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter, deque
 from typing import Any, Protocol, runtime_checkable
@@ -71,6 +72,7 @@ class ReplyingResponder(RecordingResponder):
         self.client = client
         self.replies = 0
         self.reply_failures = 0
+        self.replies_cancelled = 0  # in flight when shutdown cancelled their turn
 
     async def respond(self, turn: ResolvedTurn) -> None:
         """Record the turn; reply when it is addressed to the bot and answered."""
@@ -82,6 +84,9 @@ class ReplyingResponder(RecordingResponder):
         )
         try:
             await channel.send(reply_text(turn))
+        except asyncio.CancelledError:
+            self.replies_cancelled += 1  # quietly: the shutdown's summary counts it
+            raise
         except Exception as exc:  # a failed reply must not fail the turn
             self.reply_failures += 1
             logger.warning("reply in %s failed: %s", turn.channel_disc_id, exc)

@@ -125,6 +125,36 @@ async def running_client(
             await asyncio.wait_for(task, READY_TIMEOUT)
 
 
+class GatedResponder(RecordingResponder):
+    """Record each turn once the gate opens; count the turns that reached it."""
+
+    def __init__(self) -> None:
+        super().__init__(keep_last=100)
+        self.gate = asyncio.Event()
+        self.entered: list[int] = []  # message ids, in the order turns arrived
+        self.most_at_once = 0
+        self._inside = 0
+        self._arrived = asyncio.Condition()
+
+    async def respond(self, turn: ResolvedTurn) -> None:
+        self.entered.append(turn.message_id)
+        self._inside += 1
+        self.most_at_once = max(self.most_at_once, self._inside)
+        async with self._arrived:
+            self._arrived.notify_all()
+        await self.gate.wait()
+        self._inside -= 1
+        await super().respond(turn)
+
+    async def until_entered(self, count: int) -> None:
+        """Return once `count` turns have reached the responder."""
+        async with self._arrived:
+            await asyncio.wait_for(
+                self._arrived.wait_for(lambda: len(self.entered) >= count),
+                EVENT_TIMEOUT,
+            )
+
+
 def _close_connection() -> None:
     connection.close()
 

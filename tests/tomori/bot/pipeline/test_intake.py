@@ -1,8 +1,8 @@
 """The bounded intake on the real client: at most PIPELINE_WORKERS turns, a FIFO queue, shedding.
 
-Turns are held at the responder (the pipeline's own plug-in point): a
-responder that waits on a gate keeps each turn in flight, so the test sees
-how many run at once and what waits.
+Turns are held at the responder (`GatedResponder`): each turn stays in
+flight until the gate opens, so the test sees how many run at once and what
+waits.
 """
 
 from __future__ import annotations
@@ -18,46 +18,16 @@ import pytest
 from caches.layers.short_term_memory import flush_pending_writes
 from tests.tomori.bot.pipeline.conftest import (
     EVENT_TIMEOUT,
+    GatedResponder,
     human_member,
     running_client,
     text_channel,
 )
-from tomori.bot.pipeline import MessagePipeline, ResolvedTurn
+from tomori.bot.pipeline import MessagePipeline
 from tomori.bot.pipeline.intake import Intake
-from tomori.bot.pipeline.responder import RecordingResponder
 from tomori.bot.simulator import SimulatedDiscord, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class GatedResponder(RecordingResponder):
-    """Record each turn once the gate opens; count the turns that reached it."""
-
-    def __init__(self) -> None:
-        super().__init__(keep_last=100)
-        self.gate = asyncio.Event()
-        self.entered: list[int] = []  # message ids, in the order turns arrived
-        self.most_at_once = 0
-        self._inside = 0
-        self._arrived = asyncio.Condition()
-
-    async def respond(self, turn: ResolvedTurn) -> None:
-        self.entered.append(turn.message_id)
-        self._inside += 1
-        self.most_at_once = max(self.most_at_once, self._inside)
-        async with self._arrived:
-            self._arrived.notify_all()
-        await self.gate.wait()
-        self._inside -= 1
-        await super().respond(turn)
-
-    async def until_entered(self, count: int) -> None:
-        """Return once `count` turns have reached the responder."""
-        async with self._arrived:
-            await asyncio.wait_for(
-                self._arrived.wait_for(lambda: len(self.entered) >= count),
-                EVENT_TIMEOUT,
-            )
 
 
 Start = Callable[..., Any]

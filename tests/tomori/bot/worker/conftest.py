@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,32 @@ def run_bot() -> Iterator[type[BotProcess]]:
     yield Tracked
     for bot in started:
         bot.stop()
+
+
+def free_port() -> int:
+    """Return a loopback TCP port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def simulator_process(scenario: str, *, traffic: float) -> Iterator[str]:
+    """Serve the simulated Discord from its own process, sending `traffic` msg/s once
+    a bot identifies; yield its http://host:port (what --simulator-url takes)."""
+    port = free_port()
+    simulator = subprocess.Popen(
+        [sys.executable, "-m", "tomori.bot.simulator", "--scenario", scenario]
+        + ["--port", str(port), "--traffic", str(traffic)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert simulator.stdout is not None
+        assert "REST base:" in simulator.stdout.readline() + simulator.stdout.readline()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        simulator.terminate()
+        simulator.wait(10)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import uuid
 
 import pytest
 
-from tests.tomori.bot.worker.conftest import ROOT, BotProcess
+from tests.tomori.bot.worker.conftest import ROOT, BotProcess, simulator_process
 from tomori.bot.demo import seed_world
 from tomori.bot.lock import LockState, ShardLock, ShardLockError, lock_names
 from tomori.bot.simulator import Scenario, generate_world
@@ -135,19 +134,7 @@ def test_runbot_serves_a_simulated_discord_of_another_process(
     # The production shape of benchmarks/runbot_rss.py: the worker holds no world.
     seed_world(generate_world(Scenario.named("small")))
     Server.objects.update(channel_whitelist_enabled=False)  # every turn is answered
-    port = _free_port()
-    simulator = subprocess.Popen(
-        [sys.executable, "-m", "tomori.bot.simulator", "--scenario", "small"]
-        + ["--port", str(port), "--traffic", "200"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert simulator.stdout is not None
-        assert "REST base:" in simulator.stdout.readline() + simulator.stdout.readline()
-        url = f"http://127.0.0.1:{port}"
+    with simulator_process("small", traffic=200) as url:
         bot = run_bot(
             "--simulate", "--fake-openrouter", "--simulator-url", url,
             env={"CACHE_METRICS_INTERVAL_MS": "1000"},
@@ -158,9 +145,6 @@ def test_runbot_serves_a_simulated_discord_of_another_process(
         assert wait_for_a_stored_turn(bot, lines=60), "no turn stored from its traffic"
         bot.proc.send_signal(signal.SIGTERM)
         assert bot.wait_exit(timeout=20) == 0
-    finally:
-        simulator.terminate()
-        simulator.wait(10)
 
 
 def test_simulator_url_is_checked_before_start(run_bot: type[BotProcess]) -> None:
@@ -172,12 +156,6 @@ def test_simulator_url_is_checked_before_start(run_bot: type[BotProcess]) -> Non
     )
     assert bot.wait_exit() != 0
     assert "the simulator process sends the traffic" in bot.output
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_pointing_discord_at_another_process_imports_no_simulator() -> None:
