@@ -63,8 +63,10 @@ class DatabaseKnobs:
     )
     WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = knob(
         15.0,
-        "SIGTERM: the worker retries its durable writes until this long after the "
-        "signal, then exits (1 and a count if some were not written).",
+        "SIGTERM: the worker lets its running turns finish (half of this less 1 s, "
+        "at most 5 s, then cancels them) and retries their durable writes until "
+        "this long after the signal, then exits (1 and a count if some were not "
+        "written).",
         minimum=1,
         maximum=600,
     )
