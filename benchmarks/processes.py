@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +38,18 @@ def load_average() -> str:
 
 
 # ------------------------------------------------------------------ processes
+
+
+def add_database_url(parser: argparse.ArgumentParser, default: str) -> None:
+    """Add --database-url: DATABASE_URL from the environment, else `default`."""
+    parser.add_argument(
+        "--database-url", default=os.environ.get("DATABASE_URL") or default
+    )
+
+
+def exit_on_sigterm() -> None:
+    """Make a SIGTERM unwind through the `process` blocks: no child outlives us."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 
 def base_env(database_url: str) -> dict[str, str]:

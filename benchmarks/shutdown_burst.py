@@ -46,7 +46,9 @@ import psycopg
 from processes import (
     ROOT,
     STOP_TIMEOUT_SECONDS,
+    add_database_url,
     base_env,
+    exit_on_sigterm,
     free_port,
     load_average,
     prepare_database,
@@ -262,18 +264,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-seed", action="store_true")
     parser.add_argument("--log", default="/tmp/shutdown_burst.log", help="output")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
-    )
+    add_database_url(parser, DEFAULT_DATABASE_URL)
     return parser.parse_args(argv)
 
 
 def main() -> int:
     """Run the benchmark; exit 1 on a FAIL."""
     options = parse_args()
-    # A SIGTERM unwinds through the `process` blocks, so no child outlives us.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    exit_on_sigterm()
     print(f"shutdown burst: {options.scenario} at {options.rate:g} msg/s ...")
     return 0 if report(run(options), options) else 1
 

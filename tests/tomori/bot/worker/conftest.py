@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import socket
@@ -9,12 +10,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
+
+from tomori.bot.simulator import SimulatedDiscord
+from tomori.bot.simulator.payloads import Payload
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -59,11 +65,14 @@ class BotProcess:
             self._queue.put(line)
         self._queue.put(None)
 
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        """Return the first output line containing `text`; fail on exit or timeout."""
-        for line in self.lines:
-            if text in line:
-                return line
+    def wait_for(self, text: str, timeout: float = 60, *, after: int = 0) -> str:
+        """Return the first output line containing `text`; fail on exit or timeout.
+
+        `after`: look only at the lines after the first `after` (a later one).
+        """
+        for seen in self.lines[after:]:
+            if text in seen:
+                return seen
         deadline = time.monotonic() + timeout  # in all, however many lines come
         while True:
             try:
@@ -141,3 +150,87 @@ def simulator_process(scenario: str, *, traffic: float) -> Iterator[str]:
     finally:
         simulator.terminate()
         simulator.wait(10)
+
+
+class ThreadedSimulator:
+    """The simulated Discord on a loop of its own thread in the test process.
+
+    A runbot pointed at it (`--simulator-url`) gets its traffic; the test can
+    hold the answers to the messages the bot posts (a reply in flight, as
+    long as the test likes) where a simulator process could not.
+    """
+
+    def __init__(self, scenario: str) -> None:
+        self.sim = SimulatedDiscord(scenario)
+        self.held = 0  # replies held so far
+        self.first_held = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._release: asyncio.Event | None = None
+        self._traffic: Future[Any] | None = None
+
+    def _call(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    def start(self) -> str:
+        """Serve; return the http://host:port that --simulator-url takes."""
+        self._thread.start()
+        self._call(self.sim.start())
+        return f"http://127.0.0.1:{self.sim.port}"
+
+    def send_traffic(self, rate: float) -> None:
+        """Send the scenario's traffic at `rate` msg/s once a bot has identified."""
+
+        async def traffic() -> None:
+            await self.sim.wait_for_identify(1)
+            await self.sim.run_traffic(rate)
+
+        self._traffic = asyncio.run_coroutine_threadsafe(traffic(), self._loop)
+
+    def hold_replies(self) -> None:
+        """Answer no message the bot posts until `release_replies()`."""
+        self._call(self._hold())
+
+    async def _hold(self) -> None:
+        release = self._release = asyncio.Event()
+        echo = self.sim.echo
+
+        async def held_echo(guild_id: int, message: Payload) -> None:
+            self.held += 1
+            self.first_held.set()
+            await release.wait()  # the REST answer waits with it
+            await echo(guild_id, message)
+
+        self.sim.echo = held_echo  # type: ignore[method-assign]
+
+    def release_replies(self) -> None:
+        """Answer the held replies (and every later one at once)."""
+        release = self._release
+        if release is not None:
+            self._loop.call_soon_threadsafe(release.set)
+
+    def stop(self) -> None:
+        """Stop the traffic and the server, then the loop."""
+        if self._traffic is not None:
+            self._traffic.cancel()
+        self.release_replies()
+        self._call(self.sim.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+@pytest.fixture
+def threaded_simulator() -> Iterator[type[ThreadedSimulator]]:
+    """Start ThreadedSimulators (call `.start()`); stop each at the end of the test."""
+    started: list[ThreadedSimulator] = []
+
+    class Tracked(ThreadedSimulator):
+        def start(self) -> str:
+            started.append(self)
+            return super().start()
+
+    yield Tracked
+    for simulator in started:
+        simulator.stop()
