@@ -18,12 +18,16 @@ dashboard against those snapshots:
   --rounds, after one warm-up request;
 - HTML size of the page;
 - in Chromium (Debian's, via playwright) at 1,280 x 1,000 with the admin's
-  sidebar open: the page height, in screens of 1,000 px, the offset of the
-  lowest worker id, and horizontal overflow at 1,024 px (page width minus
+  sidebar open: the page height, in screens of 1,000 px, where the lowest
+  worker id ends, and horizontal overflow at 1,024 px (page width minus
   window width; 0 is no sideways scroll). Screenshots go to var/screenshots/.
 
-Prints one row per checkout and N, then base/this ratios. The database is
-created, migrated and seeded with the small scenario if needed.
+Prints one row per checkout and N, then base/this ratios, then PASS/FAIL
+lines for this tree's bars (issue 38: with 16 workers a render median of at
+most 200 ms, at most 120 KB of HTML, at most two screens, no overflow at
+1,024 px; with 3 workers every worker id within the first 1,000 px); exits 1
+if one fails. The database is created, migrated and seeded with the small
+scenario if needed.
 """
 
 from __future__ import annotations
@@ -216,10 +220,12 @@ def _serve() -> str:
 
 
 _MEASURE_JS = """() => {
-  const ids = [...document.querySelectorAll("[data-worker]")];
-  const tops = ids.map(e => e.getBoundingClientRect().top + window.scrollY);
+  // The id itself: a row's link (this tree), a section's heading (the old page).
+  const ids = [...document.querySelectorAll("[data-worker]")]
+    .map(e => e.querySelector(".worker-id a, h2 code") || e);
+  const ends = ids.map(e => e.getBoundingClientRect().bottom + window.scrollY);
   return {height: document.documentElement.scrollHeight,
-          lowest_worker: tops.length ? Math.max(...tops) : null,
+          lowest_worker: ends.length ? Math.max(...ends) : null,
           overflow: document.documentElement.scrollWidth - window.innerWidth};
 }"""
 
@@ -307,7 +313,7 @@ def _row(label: str, count: int, f: dict[str, Any]) -> str:
     if "height_px" in f:
         browser = (
             f" | {f['height_px']:>6,} px ({f['screens']:.2f} screens)"
-            f" | lowest worker id at {f['lowest_worker_px']:,.0f} px"
+            f" | lowest worker id ends at {f['lowest_worker_px']:,.0f} px"
             f" | overflow at 1,024: {f['overflow_1024_px']} px"
         )
     return (
@@ -357,6 +363,49 @@ def main() -> None:
             fleet.stop()
     _ratios(results)
     print(f"load average at end: {os.getloadavg()}")
+    verdicts = [_bar(name, ok) for name, ok in _bars(results)]
+    sys.exit(0 if all(verdicts) else 1)
+
+
+def _bars(results: dict[tuple[str, int], dict[str, Any]]) -> list[tuple[str, bool]]:
+    bars = []
+    if (many := results.get(("this", 16))) is not None:
+        bars += [
+            (
+                f"16 workers: render median {many['median_ms']:.1f} ms <= 200 ms",
+                many["median_ms"] <= 200,
+            ),
+            (
+                f"16 workers: {many['bytes']:,} bytes of HTML <= 120 KB",
+                many["bytes"] <= 120_000,
+            ),
+        ]
+        if "height_px" in many:
+            bars += [
+                (
+                    f"16 workers: {many['height_px']:,} px <= 2 screens",
+                    many["height_px"] <= 2 * HEIGHT,
+                ),
+                (
+                    f"16 workers: {many['overflow_1024_px']} px overflow at 1,024",
+                    many["overflow_1024_px"] <= 0,
+                ),
+            ]
+    few = results.get(("this", 3))
+    if few is not None and few.get("lowest_worker_px") is not None:
+        lowest = few["lowest_worker_px"]
+        bars.append(
+            (
+                f"3 workers: lowest worker id ends at {lowest:,.0f} px <= 1,000",
+                lowest <= HEIGHT,
+            )
+        )
+    return bars
+
+
+def _bar(name: str, ok: bool) -> bool:
+    print(f"{'PASS' if ok else 'FAIL'} {name}")
+    return ok
 
 
 def _ratios(results: dict[tuple[str, int], dict[str, Any]]) -> None:
