@@ -251,3 +251,22 @@ def test_answers_from_many_workers_are_grouped(
     ]
     # The admin log keeps every worker's own line.
     assert LogEntry.objects.get().change_message.count("removed 5 entries") == 6
+
+
+def test_staff_without_the_permission_see_a_workers_page_without_buttons(
+    staff_client: Client, make_worker
+) -> None:  # type: ignore[no-untyped-def]
+    w1 = make_worker("w1")
+    page = staff_client.get(worker_page("w1"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<form method="post"' not in html and "?worker=w1" not in html
+    data = {"cache": TEST_CACHE, "worker": "w1"}
+    assert (
+        staff_client.post(reverse("admin:caches_clear_cache"), data).status_code == 403
+    )
+    assert (
+        staff_client.get(reverse("admin:caches_cache", args=[TEST_CACHE])).status_code
+        == 200
+    )
+    assert len(w1.cache) == ENTRIES
