@@ -332,6 +332,8 @@ class Command:
     """An operator command: `id` a fresh uuid4 hex, `issued_at` Unix time."""
 
     OP: ClassVar[str] = ""
+    #: Readers of the fields whose annotation alone does not say how to read them.
+    READERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
 
     id: str
     issued_by: str
@@ -360,7 +362,7 @@ class Command:
         kind = COMMANDS.get(op) if isinstance(op, str) else None
         if kind is None:
             raise MalformedMessage(f"unknown command op {op!r:.40}")
-        return kind(**_decode_fields(kind, data))
+        return kind(**_decode_fields(kind, data, readers=kind.READERS))
 
 
 C = TypeVar("C", bound=Command)
@@ -406,10 +408,46 @@ class RefreshCatalogs(Command):
     fresh: bool = False
 
 
-AnyCommand = ClearCache | InvalidateKey | ClearAll | EmergencyClear | RefreshCatalogs
+#: The commands a worker carries out; sent alone, every worker does.
+FleetCommand = ClearCache | InvalidateKey | ClearAll | EmergencyClear | RefreshCatalogs
+
+
+def _fleet_command(value: Any) -> FleetCommand:
+    command = Command.from_json(value)
+    if isinstance(command, OnWorker):
+        raise MalformedMessage("an on_worker command cannot carry another")
+    return command
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OnWorker(Command):
+    """Run `command` on the worker `worker_id` alone; every other worker declines it.
+
+    An op of its own rather than a field of every command: a worker from
+    before it refuses an unknown op (and does not answer), where it would
+    ignore an unknown field and run the command it carries.
+    """
+
+    OP: ClassVar[str] = "on_worker"
+    READERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
+        "worker_id": _name,
+        "command": _fleet_command,
+    }
+    worker_id: str
+    command: FleetCommand
+
+
+AnyCommand = FleetCommand | OnWorker
 COMMANDS: dict[str, type[AnyCommand]] = {
     kind.OP: kind
-    for kind in (ClearCache, InvalidateKey, ClearAll, EmergencyClear, RefreshCatalogs)
+    for kind in (
+        ClearCache,
+        InvalidateKey,
+        ClearAll,
+        EmergencyClear,
+        RefreshCatalogs,
+        OnWorker,
+    )
 }
 
 
@@ -706,12 +744,47 @@ class MemoryFigures:
         return cls(**values)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrafficFigures:
+    """A worker's traffic over its last minute, from counters it keeps anyway.
+
+    `window_seconds` is the span the figures cover: a minute once the worker
+    has run one, less before. None: nothing to measure yet (no span, or no
+    turn in it for the p99).
+    """
+
+    window_seconds: float = 0.0
+    messages: int = 0
+    messages_per_second: float | None = None
+    turns: int = 0
+    turn_p99_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the figures as one flat object."""
+        return _encode_fields(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> TrafficFigures:
+        """Return the figures in `data`, or raise MalformedMessage."""
+        return cls(**_decode_fields(cls, data))
+
+
 def _cache_stats_map(value: Any) -> dict[str, CacheStats]:
     return {str(k): CacheStats.from_json(v) for k, v in _object(value).items()}
 
 
 def _memory(value: Any) -> MemoryFigures | None:
     return MemoryFigures.from_json(value) if value else None
+
+
+def _traffic(value: Any) -> TrafficFigures | None:
+    return TrafficFigures.from_json(value) if value else None
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    _check(isinstance(value, list | tuple), value, "an array")
+    _check(len(value) <= MAX_NAME, len(value), f"at most {MAX_NAME} items")
+    return tuple(_name(item) for item in value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -733,17 +806,29 @@ class WorkerSnapshot:
     turns: dict[str, Any] = field(default_factory=dict)
     recent_turns: tuple[dict[str, Any], ...] = ()
     consistency: dict[str, Any] = field(default_factory=dict)
+    #: Messages per second and turn p99 over the last minute (None: no pipeline).
+    traffic: TrafficFigures | None = None
+    #: The readiness probe's verdict (None: the worker serves no probes,
+    #: METRICS_PORT unset), and the checks that fail.
+    ready: bool | None = None
+    not_ready: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """Return the snapshot as JSON-ready data (memory {} when unknown)."""
+        """Return the snapshot as JSON-ready data (memory and traffic {} when unknown)."""
         data = _encode_fields(self)
         data["memory"] = {} if self.memory is None else self.memory.to_json()
+        data["traffic"] = {} if self.traffic is None else self.traffic.to_json()
         return data
 
     @classmethod
     def from_json(cls, data: Any) -> WorkerSnapshot:
         """Return the snapshot in `data`, or raise MalformedMessage."""
-        readers = {"caches": _cache_stats_map, "memory": _memory}
+        readers = {
+            "caches": _cache_stats_map,
+            "memory": _memory,
+            "traffic": _traffic,
+            "not_ready": _names,
+        }
         return cls(**_decode_fields(cls, data, readers=readers))
 
     def published(self, at: float | None = None) -> WorkerSnapshot:

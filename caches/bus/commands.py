@@ -29,6 +29,7 @@ from caches.messages import (
     AnyCommand,
     CommandMessage,
     MalformedMessage,
+    OnWorker,
     ReplyMessage,
     WorkerReply,
     decode,
@@ -38,7 +39,10 @@ from tomori.domain.service_urls import describe_redis_url
 
 logger = logging.getLogger(__name__)
 
-CommandHandler = Callable[[AnyCommand], WorkerReply | Awaitable[WorkerReply]]
+#: Returns this worker's reply, or None to decline a command for another worker.
+CommandHandler = Callable[
+    [AnyCommand], WorkerReply | None | Awaitable[WorkerReply | None]
+]
 
 #: Replies left unread (the sender timed out) expire after this many seconds.
 REPLY_TTL_SECONDS = 60
@@ -55,10 +59,12 @@ class HandlerRunner:
         self.handler: CommandHandler | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def run(self, command: AnyCommand, timeout: float) -> WorkerReply:
-        """Run the handler on `command`; an error becomes a failed reply."""
+    def run(self, command: AnyCommand, timeout: float) -> WorkerReply | None:
+        """Run the handler on `command`; an error becomes a failed reply, None a decline."""
         try:
             reply = self._call(command, timeout)
+            if reply is None:
+                return None
         except Exception as exc:
             logger.exception("bus: command handler failed")
             reply = WorkerReply(
@@ -74,15 +80,20 @@ class HandlerRunner:
             origin=reply.origin or self.origin,
         )
 
-    def _call(self, command: AnyCommand, timeout: float) -> WorkerReply:
+    def _call(self, command: AnyCommand, timeout: float) -> WorkerReply | None:
         if self.handler is None:
             raise RuntimeError("no command handler in this process")
         result = self.handler(command)
         if inspect.isawaitable(result):
             result = self._await(result, timeout)
-        if not isinstance(result, WorkerReply):
+        if result is not None and not isinstance(result, WorkerReply):
             raise TypeError(f"the handler returned {type(result).__name__}")
         return result
+
+    def answers(self, command: AnyCommand, timeout: float) -> list[WorkerReply]:
+        """Return this process's reply as a list: empty without a handler or on a decline."""
+        reply = self.run(command, timeout) if self.handler is not None else None
+        return [] if reply is None else [reply]
 
     def _await(self, awaitable: Any, timeout: float) -> Any:
         return run_on_loop(self.loop, lambda: awaitable, timeout=timeout)
@@ -134,9 +145,15 @@ class RedisCommands:
                 f"bus unreachable: Redis at {self._where()} stopped answering; "
                 f"the command was not delivered (workers ignore it after {timeout:g} s)"
             )
-        replies = [self._runner.run(command, timeout)] if self._runner.handler else []
+        replies = self._runner.answers(command, timeout)
         # Our own subscriber received it too, and skips its own messages.
         expected = receivers - int(listening_here)
+        if isinstance(command, OnWorker):
+            # One worker answers it: the others' declines need not be awaited
+            # (one busy with a catalog refresh would hold the operator up).
+            if replies:
+                return replies
+            return self._collect(reply_to, expected, deadline, wanted=1)
         return replies + self._collect(reply_to, expected, deadline)
 
     def _require_redis(self, timeout: float) -> None:
@@ -162,10 +179,13 @@ class RedisCommands:
         return describe_redis_url(self.url)
 
     def _collect(
-        self, reply_to: str, expected: int, deadline: float
+        self, reply_to: str, expected: int, deadline: float, *, wanted: int = 0
     ) -> list[WorkerReply]:
+        """Read up to `expected` replies until `deadline`, or until `wanted` handled ones."""
         replies: list[WorkerReply] = []
         for _ in range(max(expected, 0)):
+            if wanted and len(replies) >= wanted:
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -191,7 +211,6 @@ class RedisCommands:
         self._executor.submit(self._answer, message)
 
     def _answer(self, message: CommandMessage) -> None:
-        handled = self._runner.handler is not None
         timeout = message.timeout or 5.0
         if time.time() > message.sent_at + timeout:
             # Published late (Redis was down) or delivered late: its sender has
@@ -199,14 +218,17 @@ class RedisCommands:
             logger.warning("bus: dropped an operator command older than its timeout")
             self._stats.incr("commands_expired")
             return
-        reply = self._runner.run(message.command, timeout) if handled else None
+        # No handler, or a command for another worker: "not handled", at once,
+        # so that the sender does not wait for this process.
+        answers = self._runner.answers(message.command, timeout)
+        reply = answers[0] if answers else None
         self._reply_seq += 1
         body = ReplyMessage(
             origin=self._runner.origin,
             seq=self._reply_seq,
             sent_at=time.time(),
             id=message.id,
-            handled=handled,
+            handled=reply is not None,
             reply=reply,
         )
         self._push(message.reply_to, encode(body))

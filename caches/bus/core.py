@@ -228,11 +228,12 @@ class Bus:
         """Send `command` to every worker; return the replies that came before `timeout`.
 
         This process's own handler, if any, answers too. Processes without a
-        handler do not reply (but are not waited for). Blocking: never call
-        it on the event-loop thread that runs the handler.
+        handler, and workers a command for another worker (`OnWorker`) is not
+        for, do not reply (but are not waited for). Blocking: never call it
+        on the event-loop thread that runs the handler.
         """
         if self._redis is None:
-            return [self._runner.run(command, timeout)] if self._runner.handler else []
+            return self._runner.answers(command, timeout)
         listening = self._redis.subscribed and self.stats.connected
         return self._redis.commands.send(
             command, timeout=timeout, listening_here=listening

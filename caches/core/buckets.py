@@ -54,3 +54,27 @@ class BucketCounts:
             running += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return buckets, self.total
+
+
+def bucket_quantile(
+    q: float, bounds: Sequence[float], counts: Sequence[int]
+) -> float | None:
+    """Return the q-quantile of per-bucket `counts` (the last one +Inf), or None if empty.
+
+    As Prometheus's `histogram_quantile` estimates it, so the figure matches
+    the Grafana panel: linear within the bucket it falls in, from the bucket
+    below's bound (0 for the first); in the +Inf bucket, the highest bound.
+    """
+    total = sum(counts)
+    if total <= 0:
+        return None
+    rank = q * total
+    running = 0
+    for index, count in enumerate(counts):
+        if count and running + count >= rank:
+            if index >= len(bounds):
+                return float(bounds[-1])
+            lower = float(bounds[index - 1]) if index else 0.0
+            return lower + (float(bounds[index]) - lower) * (rank - running) / count
+        running += count
+    return float(bounds[-1])

@@ -21,6 +21,11 @@ also hold their JSON form: read the shapes there. A worker without the named
 cache replies ok=False, error "unknown cache ... on this worker". The same
 snapshot feeds the dashboard and the metrics logger's `cache_sizes` row
 (`metrics.snapshot.cache_sizes_row`).
+
+One worker alone: `on_worker_command(command, worker_id)` wraps a command in
+`OnWorker` (after checking that the worker is live: `UnknownWorkerError`);
+the other workers decline it, and the sender stops waiting at its one reply.
+The fleet's views (`caches.operations.fleet`) sum the workers' rows.
 """
 
 from caches.operations.commands import (
@@ -29,25 +34,39 @@ from caches.operations.commands import (
     DEFAULT_TIMEOUT,
     EMERGENCY_CLEAR,
     INVALIDATE_KEY,
+    ON_WORKER,
     OPS,
     REFRESH_CATALOGS,
     BadKeyError,
     OperationError,
-    OperationOutcome,
     UnknownCacheError,
-    WorkerReply,
+    UnknownWorkerError,
     clear_all_command,
     clear_cache_command,
-    describe_command,
-    describe_reply,
     emergency_clear_command,
     ensure_layers_loaded,
     invalidate_key_command,
+    on_worker_command,
     refresh_catalogs_command,
     registered_entry,
     send_command,
 )
 from caches.operations.faults import DATABASE_ERRORS, database_fault
+from caches.operations.fleet import (
+    FleetCache,
+    Problem,
+    WorkerRow,
+    fleet_cache,
+    fleet_caches,
+    missing_shards,
+    worker_rows,
+)
+from caches.operations.outcome import (
+    OperationOutcome,
+    WorkerReply,
+    describe_command,
+    describe_reply,
+)
 from caches.operations.plan import EmergencyPlan, emergency_plan
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.stats import (
@@ -65,6 +84,7 @@ from caches.operations.worker import (
     WorkerContext,
     execute_command,
     execute_command_async,
+    is_addressed_to,
     is_clearable,
     make_command_handler,
 )
@@ -76,18 +96,23 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "EMERGENCY_CLEAR",
     "INVALIDATE_KEY",
+    "ON_WORKER",
     "OPS",
     "REFRESH_CATALOGS",
     "BadKeyError",
     "CommandFailed",
     "EmergencyPlan",
+    "FleetCache",
     "LayerRow",
     "LiveWorkers",
     "OperationError",
     "OperationOutcome",
+    "Problem",
     "UnknownCacheError",
+    "UnknownWorkerError",
     "WorkerContext",
     "WorkerReply",
+    "WorkerRow",
     "WorkerView",
     "build_worker_snapshot",
     "clear_all_command",
@@ -100,15 +125,21 @@ __all__ = [
     "ensure_layers_loaded",
     "execute_command",
     "execute_command_async",
+    "fleet_cache",
+    "fleet_caches",
     "format_duration",
     "invalidate_key_command",
+    "is_addressed_to",
     "is_clearable",
     "make_command_handler",
     "layer_row",
     "live_worker_views",
+    "missing_shards",
+    "on_worker_command",
     "read_live_workers",
     "refresh_catalogs_command",
     "registered_entry",
     "send_command",
+    "worker_rows",
     "worker_view",
 ]

@@ -1,26 +1,24 @@
-"""Operator commands: build and validate them, send them over the bus, read the replies."""
+"""Operator commands: build and validate them, send them over the bus, collect the replies."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
-from caches.catalogs.outcomes import summarize
 from caches.layers import load_all
-from caches.live import LiveDataUnavailable, live_snapshots
+from caches.live import LiveDataUnavailable, live_snapshots, snapshot_ttl_seconds
 from caches.messages import (
     COMMANDS,
     AnyCommand,
     ClearAll,
     ClearCache,
     EmergencyClear,
+    FleetCommand,
     InvalidateKey,
+    OnWorker,
     RefreshCatalogs,
-    WorkerReply,
 )
+from caches.operations.outcome import OperationOutcome, describe_command
 from caches.registry import RegisteredCache, registry
 
 logger = logging.getLogger(__name__)
@@ -30,8 +28,11 @@ INVALIDATE_KEY = InvalidateKey.OP
 CLEAR_ALL = ClearAll.OP
 EMERGENCY_CLEAR = EmergencyClear.OP
 REFRESH_CATALOGS = RefreshCatalogs.OP
+ON_WORKER = OnWorker.OP
 OPS = tuple(COMMANDS)
 DEFAULT_TIMEOUT = 3.0
+#: Live worker ids named in an "is not live" error, at most.
+NAMED_WORKERS = 5
 
 
 class OperationError(Exception):
@@ -44,6 +45,10 @@ class UnknownCacheError(OperationError):
 
 class BadKeyError(OperationError):
     """The typed key does not have the layer's key shape."""
+
+
+class UnknownWorkerError(OperationError):
+    """The named worker has published no live snapshot: it stopped, or never ran."""
 
 
 @cache
@@ -114,108 +119,37 @@ def refresh_catalogs_command(*, fresh: bool = False, issued_by: str) -> RefreshC
     return RefreshCatalogs.issue(fresh=bool(fresh), issued_by=issued_by)
 
 
-def describe_reply(reply: WorkerReply) -> str:
-    """Return one line: "worker w1 (shards 0, 1): removed 12 entries"."""
-    shards = ""
-    if reply.shard_ids:
-        shards = " (shards " + ", ".join(str(s) for s in reply.shard_ids) + ")"
-    head = f"worker {reply.worker_id}{shards}"
-    if not reply.ok:
-        return f"{head}: FAILED: {reply.error or 'unknown error'}"
-    return f"{head}: {_describe_details(reply)}"
+def on_worker_command(command: FleetCommand, worker_id: str) -> OnWorker:
+    """Return `command` addressed to the live worker `worker_id` alone.
 
-
-def _describe_details(reply: WorkerReply) -> str:
-    details = reply.details
-    entries = f"removed {_entries(reply.removed)}"
-    if reply.op == REFRESH_CATALOGS:
-        return "catalogs: " + _describe_refreshes(details)
-    itemised = _itemise(details.get("cleared"))
-    discord = _itemise(details.get("discord_cleared"), strip="discord_")
-    if discord:  # the emergency clear: discord.py's caches are part of the total
-        itemised += ("; " if itemised else "") + "discord.py " + discord
-    return f"{entries}" + (f" ({itemised})" if itemised else "")
-
-
-def _describe_refreshes(details: Mapping[str, Any]) -> str:
-    """Return "text ok; embedding not refreshed: rate-limited, ... (use --fresh)"."""
-    results = details.get("results")
-    reasons = details.get("reasons")
-    reasons = reasons if isinstance(reasons, Mapping) else {}
-    why = {
-        str(name): None if ok else str(reasons.get(name) or "unknown reason")
-        for name, ok in (results.items() if isinstance(results, Mapping) else ())
-    }
-    return summarize(why, force_hint=" (use --fresh)")
-
-
-def _entries(count: int) -> str:
-    return f"{count:,} entr{'y' if count == 1 else 'ies'}"
-
-
-def _itemise(counts: Any, *, strip: str = "") -> str:
-    """Return "user 12, llm 3" for every non-zero count (they sum to the total)."""
-    if not isinstance(counts, Mapping):
-        return ""
-    return ", ".join(
-        f"{name.removeprefix(strip)} {count:,}"
-        for name, count in counts.items()
-        if count
+    Raises UnknownWorkerError when no live snapshot has that id. With the
+    snapshots unreadable (Redis down) it is not checked: sending reports that.
+    """
+    try:
+        live = [snapshot.worker_id for snapshot in live_snapshots()]
+    except LiveDataUnavailable:
+        live = None
+    if live is not None and worker_id not in live:
+        raise UnknownWorkerError(_not_live(worker_id, live))
+    return OnWorker(
+        # One id for both: the worker's reply names the command it ran.
+        id=command.id,
+        issued_by=command.issued_by,
+        issued_at=command.issued_at,
+        worker_id=worker_id,
+        command=command,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class OperationOutcome:
-    """A sent command and every worker reply that came back before the timeout."""
-
-    command: AnyCommand
-    replies: list[WorkerReply]
-    timeout: float
-
-    @property
-    def answered(self) -> bool:
-        """Return whether any worker answered."""
-        return bool(self.replies)
-
-    @property
-    def ok(self) -> bool:
-        """Return whether some worker answered and none failed."""
-        return self.answered and all(reply.ok for reply in self.replies)
-
-    @property
-    def total_removed(self) -> int:
-        """Return entries removed across every worker that answered."""
-        return sum(reply.removed for reply in self.replies)
-
-    def summary(self) -> str:
-        """Return one line: "clear cache user: 2 workers answered, 7 entries removed"."""
-        what = describe_command(self.command)
-        if not self.answered:
-            return f"{what}: no worker answered within {self.timeout:g} s"
-        count = len(self.replies)
-        text = f"{what}: {count} worker{'s' if count != 1 else ''} answered"
-        failed = sum(not reply.ok for reply in self.replies)
-        if failed:
-            text += f", {failed} failed"
-        if isinstance(self.command, RefreshCatalogs):
-            return text
-        return f"{text}, {_entries(self.total_removed)} removed in total"
-
-    def lines(self) -> list[str]:
-        """Return one line per worker, or the no-answer line."""
-        if not self.answered:
-            return [f"no worker answered within {self.timeout:g} s"]
-        return [describe_reply(reply) for reply in self.replies]
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the command and replies as JSON-ready data."""
-        return {
-            "command": self.command.to_json(),
-            "answered": self.answered,
-            "ok": self.ok,
-            "total_removed": self.total_removed,
-            "replies": [reply.to_json() for reply in self.replies],
-        }
+def _not_live(worker_id: str, live: list[str]) -> str:
+    ttl = snapshot_ttl_seconds()
+    named = ", ".join(live[:NAMED_WORKERS]) or "none"
+    more = len(live) - NAMED_WORKERS
+    named += f" (+{more} more)" if more > 0 else ""
+    return (
+        f"worker {worker_id!r} is not live (no snapshot in the last {ttl:g} s: "
+        f"it stopped or was replaced); live workers: {named}"
+    )
 
 
 def send_command(
@@ -237,19 +171,3 @@ def send_command(
         len(replies),
     )
     return OperationOutcome(command=command, replies=replies, timeout=timeout)
-
-
-def describe_command(command: AnyCommand) -> str:
-    """Return a short human description: "clear cache user", "emergency clear"."""
-    if isinstance(command, ClearCache):
-        return f"clear cache {command.cache}"
-    if isinstance(command, InvalidateKey):
-        return f"invalidate key {command.key!r} of cache {command.cache}"
-    if isinstance(command, ClearAll):
-        return "clear every clearable cache"
-    if isinstance(command, EmergencyClear):
-        stm = (
-            " including short-term memory" if command.include_short_term_memory else ""
-        )
-        return f"emergency clear{stm}"
-    return "refresh catalogs" + (" (fresh)" if command.fresh else "")

@@ -132,6 +132,11 @@ class WorkerView:
     catalogs: dict[str, Any] = field(default_factory=dict)
     recent_turns: list[dict[str, Any]] = field(default_factory=list)
     consistency: dict[str, Any] = field(default_factory=dict)
+    shard_count: int | None = None
+    #: `TrafficFigures` as data ({}: the worker runs no pipeline yet).
+    traffic: dict[str, Any] = field(default_factory=dict)
+    ready: bool | None = None  # None: the worker serves no readiness probe
+    not_ready: list[str] = field(default_factory=list)
 
     def age_seconds(self, now: float | None = None) -> float | None:
         """Return how long ago the snapshot was published."""
@@ -158,19 +163,9 @@ class WorkerView:
 
     def as_dict(self) -> dict[str, Any]:
         """Return the worker as JSON-ready data (`cache_stats --json`)."""
-        return {
-            "worker_id": self.worker_id,
-            "shard_ids": self.shard_ids,
-            "published_at": self.published_at,
-            "started_at": self.started_at,
-            "layers": [layer.as_dict() for layer in self.layers],
-            "discord": self.discord,
-            "memory": self.memory,
-            "bus": self.bus,
-            "catalogs": self.catalogs,
-            "recent_turns": self.recent_turns,
-            "consistency": self.consistency,
-        }
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["layers"] = [layer.as_dict() for layer in self.layers]
+        return data
 
 
 def layer_row(
@@ -222,6 +217,10 @@ def worker_view(
         catalogs=dict(snapshot.catalogs),
         recent_turns=list(snapshot.recent_turns),
         consistency=dict(snapshot.consistency),
+        shard_count=snapshot.shard_count,
+        traffic={} if snapshot.traffic is None else snapshot.traffic.to_json(),
+        ready=snapshot.ready,
+        not_ready=list(snapshot.not_ready),
     )
 
 

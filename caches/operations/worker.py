@@ -18,7 +18,9 @@ from caches.messages import (
     ClearCache,
     Command,
     EmergencyClear,
+    FleetCommand,
     InvalidateKey,
+    OnWorker,
     RefreshCatalogs,
     WorkerReply,
 )
@@ -147,7 +149,12 @@ def _cache_name(name: str, ctx: WorkerContext) -> str:
     return name
 
 
-async def _run(command: AnyCommand, ctx: WorkerContext) -> Outcome:
+def is_addressed_to(command: AnyCommand, worker_id: str) -> bool:
+    """Return whether a worker with this id runs `command` (every one, unless it names one)."""
+    return not isinstance(command, OnWorker) or command.worker_id == worker_id
+
+
+async def _run(command: FleetCommand, ctx: WorkerContext) -> Outcome:
     # One branch per command type: mypy checks that every one is handled.
     if isinstance(command, ClearCache):
         return _clear_cache(command, ctx)
@@ -170,9 +177,11 @@ def _reply(
     error: str | None,
 ) -> WorkerReply:
     removed, details = outcome if outcome is not None else (0, {})
+    # The id of the command as sent; the op of the one run (an OnWorker's).
+    carried = command.command if isinstance(command, OnWorker) else command
     return WorkerReply(
         command_id=command.id,
-        op=command.op,
+        op=carried.op,
         worker_id=ctx.worker_id,
         shard_ids=None if ctx.shard_ids is None else tuple(ctx.shard_ids),
         ok=error is None,
@@ -186,11 +195,21 @@ def _reply(
 async def execute_command_async(
     command: AnyCommand, *, context: WorkerContext
 ) -> WorkerReply:
-    """Run one operator command on the event loop; return this worker's reply."""
+    """Run one operator command on the event loop; return this worker's reply.
+
+    A command for another worker (`OnWorker`) fails here: `make_command_handler`
+    declines it before it comes this far.
+    """
     started = time.perf_counter()
-    op = command.op
+    carried = command.command if isinstance(command, OnWorker) else command
+    op = carried.op
     try:
-        outcome = await _run(command, context)
+        if isinstance(command, OnWorker) and command.worker_id != context.worker_id:
+            raise CommandFailed(
+                f"the command is for worker {command.worker_id}, "
+                f"not {context.worker_id}"
+            )
+        outcome = await _run(carried, context)
     except CommandFailed as exc:
         return _reply(command, context, started, None, str(exc))
     except Exception as exc:  # the operator sees it; the worker carries on
@@ -217,16 +236,19 @@ def execute_command(command: AnyCommand, *, context: WorkerContext) -> WorkerRep
 
 def make_command_handler(
     context: WorkerContext, *, after: Callable[[], object] | None = None
-) -> Callable[[AnyCommand], WorkerReply]:
+) -> Callable[[AnyCommand], WorkerReply | None]:
     """Return a bus command handler running `execute_command`, then `after()`.
 
     `after` is where a worker republishes its live snapshot, so the dashboard
     shows a command's effect at once instead of at the next interval. Each
-    command counts in `context.commands_run` before `after` runs.
+    command counts in `context.commands_run` before `after` runs. A command
+    for another worker is declined (None: the bus says it was not handled).
     """
     counter = itertools.count(context.commands_run + 1)  # next() is atomic
 
-    def handle(command: AnyCommand) -> WorkerReply:
+    def handle(command: AnyCommand) -> WorkerReply | None:
+        if not is_addressed_to(command, context.worker_id):
+            return None
         reply = execute_command(command, context=context)
         context.commands_run = next(counter)
         if after is not None:

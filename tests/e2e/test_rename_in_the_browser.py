@@ -63,6 +63,9 @@ def test_a_rename_in_the_admin_shows_in_the_recent_turns(  # type: ignore[no-unt
     try:
         bot.wait_for("bot ready", timeout=90)
         log_in(page, live_server.url, DASHBOARD)
+        # The fleet's one row opens the worker's page, where its turns are.
+        page.click("#fleet-workers tr[data-worker] .worker-id a")
+        worker_page = page.url
         _until(page, lambda text: persona.name in text, what=persona.name)
 
         page.goto(f"{live_server.url}/admin/tomori/persona/{persona.pk}/change/")
@@ -71,7 +74,7 @@ def test_a_rename_in_the_admin_shows_in_the_recent_turns(  # type: ignore[no-unt
         page.click("input[name=_save]")
         page.wait_for_selector(".messagelist")
         saved = time.monotonic()
-        page.goto(f"{live_server.url}{DASHBOARD}")
+        page.goto(worker_page)
         _until(page, lambda text: new_name in text, what=new_name)
         print(
             f"rename shown in the recent turns {time.monotonic() - saved:.1f} s after the save"
@@ -84,7 +87,7 @@ def test_a_rename_in_the_admin_shows_in_the_recent_turns(  # type: ignore[no-unt
 
 
 def _until(page, seen, *, what: str) -> None:  # type: ignore[no-untyped-def]
-    """Reload the dashboard until the recent turns show `what` (or fail)."""
+    """Reload the worker's page until the recent turns show `what` (or fail)."""
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
         turns = page.locator("table.recent-turns")

@@ -62,13 +62,15 @@ from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_gua
 from caches.memory.heap_trim import HEAP_TRIM_SECONDS, set_mmap_threshold, trim_heap
 from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
 from caches.memory.vips import apply_libvips_settings
-from caches.messages import WorkerSnapshot
+from caches.messages import TrafficFigures, WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
 from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
+from metrics.prometheus.buckets import TURN_BUCKETS
 from metrics.prometheus.worker import WorkerObservability, observability_from_settings
+from metrics.traffic import TrafficWindow, merged_counts
 from tomori.bot.durable_flush import SHUTDOWN_MARGIN_SECONDS, DurableFlush
 from tomori.bot.lock import ShardLock, lock_names
 from tomori.domain.knobs import knobs
@@ -171,6 +173,7 @@ class BotWorker:
             registry, sample=knobs().METRICS_SIZE_SAMPLE_ENTRIES
         )
         self._last_hits = (0, 0)
+        self.traffic = TrafficWindow(TURN_BUCKETS)
         self.consistency = ConsistencyWatcher(
             registry,
             checks_per_second=knobs().CONSISTENCY_CHECKS_PER_SECOND,
@@ -523,9 +526,26 @@ class BotWorker:
                 snapshot,
                 turns=self.pipeline.counters.as_dict(),
                 recent_turns=tuple(self.pipeline.recent.as_list()),
+                traffic=self._traffic(self.pipeline),
             )
-        snapshot = dataclasses.replace(snapshot, consistency=self.consistency.summary())
+        snapshot = dataclasses.replace(
+            snapshot, consistency=self.consistency.summary(), **self._readiness()
+        )
         return self._add_bytes_estimates(snapshot)
+
+    def _traffic(self, pipeline: Any) -> TrafficFigures:
+        """Return the last minute's messages per second and turn p99 (see metrics.traffic)."""
+        timings = getattr(self.client, "turn_timings", None)
+        histograms = () if timings is None else timings.by_outcome.values()
+        buckets = merged_counts(histograms, len(TURN_BUCKETS) + 1)
+        return self.traffic.sample(messages=pipeline.counters.received, buckets=buckets)
+
+    def _readiness(self) -> dict[str, Any]:
+        """Return the readiness probe's verdict for the snapshot ({}: no probes served)."""
+        if self.observability is None:
+            return {}
+        ready, body = self.observability.health.readiness()
+        return {"ready": ready, "not_ready": tuple(body["failing"])}
 
     def _add_bytes_estimates(self, snapshot: WorkerSnapshot) -> WorkerSnapshot:
         # Sampled on the loop by the worker's own estimator (metrics/cache_bytes.py).

@@ -50,9 +50,44 @@ def num(value: Any) -> str:
 
 
 @register.filter
-def pct(value: Any) -> str:
-    """Return a percentage with one decimal, "—" for None."""
-    return "—" if value is None else f"{float(value):.1f} %"
+def pct(value: Any, empty: str = "—") -> str:
+    """Return a percentage with one decimal, `empty` for None ("no lookups yet")."""
+    return empty if value is None else f"{float(value):.1f} %"
+
+
+@register.filter
+def ms(value: Any, empty: str = "—") -> str:
+    """Return milliseconds, "0.42 ms" to "1,234 ms", or `empty` for None.
+
+    An empty figure says what it means (`empty`: "no invalidation applied
+    yet"), never a dash and a unit.
+    """
+    if value is None or value == "":
+        return empty
+    number = float(value)
+    if number < 10:
+        return f"{number:.2f} ms"
+    return f"{number:.1f} ms" if number < 100 else f"{number:,.0f} ms"
+
+
+@register.filter
+def shards(ids: Any) -> str:
+    """Return shard ids as "3", "0, 1" or "0–15" (a run of three or more); "all" for None."""
+    if not ids:
+        return "all"
+    ordered = sorted(int(i) for i in ids)
+    if len(ordered) >= 3 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}–{ordered[-1]}"
+    return ", ".join(map(str, ordered))
+
+
+@register.filter
+def caps(values: Any) -> str:
+    """Return the per-worker caps of a cache: "5,000", or "1,000–5,000" when they differ."""
+    if not values:
+        return "uncapped"
+    low, high = min(values), max(values)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
 @register.filter
@@ -74,3 +109,9 @@ def get_item(mapping: Any, key: str) -> Any:
 def breakable(name: Any) -> SafeString:
     """Return `name` escaped, with a line-break opportunity after each underscore."""
     return mark_safe(escape(str(name)).replace("_", "_<wbr>"))  # noqa: S308 (escaped above)
+
+
+@register.filter
+def breakable_id(worker_id: Any) -> SafeString:
+    """Return a worker id escaped, breakable after its colons ("host:<wbr>pid:<wbr>shard3")."""
+    return mark_safe(escape(str(worker_id)).replace(":", ":<wbr>"))  # noqa: S308 (escaped above)

@@ -371,3 +371,84 @@ def test_a_large_write_is_published_by_its_outbox_rows(worker, other, recorder):
     other.broadcast(small, outbox_ids=[424243])
     assert worker.stats.wait_for(lambda s: s["applied"] == 1, WAIT)
     assert recorder.applied == small and woken == [1]
+
+
+# ------------------------------------------------------------ one worker alone
+
+
+def _filled_worker(redis_url, channel, worker_id: str):  # type: ignore[no-untyped-def]
+    """A subscribed bus answering with the real handler, over a registry of its own."""
+    from caches.core import BoundedTTLCache
+    from caches.operations import WorkerContext, make_command_handler
+    from caches.registry import CacheRegistry, EmergencyPolicy
+
+    registry = CacheRegistry()
+    cache: BoundedTTLCache[int, str] = BoundedTTLCache("c", maxsize=10)
+    registry.register("c", cache, policy=EmergencyPolicy.CLEAR)
+    for key in range(3):
+        cache.set(key, "v")
+    context = WorkerContext(worker_id=worker_id, registry=registry)
+    subscribed = Bus(redis_url=redis_url, channel=channel, worker_id=worker_id)
+    subscribed.set_command_handler(make_command_handler(context))
+    subscribed.start_subscriber(flush=lambda: {})
+    assert subscribed.stats.wait_for(lambda s: s["connected"], WAIT)
+    return subscribed, context, cache
+
+
+def test_a_command_for_one_worker_runs_there_alone(redis_url, bus_channel, other):
+    from caches.messages import OnWorker
+
+    w1, ctx1, cache1 = _filled_worker(redis_url, bus_channel, "w1")
+    w2, ctx2, cache2 = _filled_worker(redis_url, bus_channel, "w2")
+    try:
+        inner = ClearCache.issue(cache="c", issued_by="test")
+        command = OnWorker.issue(worker_id="w2", command=inner, issued_by="test")
+        [reply] = other.send_command(command, timeout=5.0)
+        assert (reply.worker_id, reply.ok, reply.removed) == ("w2", True, 3)
+        assert reply.op == "clear_cache" and reply.command_id == command.id
+        assert len(cache2) == 0 and len(cache1) == 3  # w1 declined it
+        assert (ctx1.commands_run, ctx2.commands_run) == (0, 1)
+        # w1 answered "not handled", so a fleet-wide command still hears both.
+        assert w1.stats.wait_for(lambda s: s["commands_handled"] == 1, WAIT)
+        replies = other.send_command(_clear_all(), timeout=5.0)
+        assert sorted(r.worker_id for r in replies) == ["w1", "w2"]
+    finally:
+        w1.close()
+        w2.close()
+
+
+def test_a_command_for_one_worker_does_not_wait_for_the_others(
+    redis_url, bus_channel, other
+):
+    """A worker busy with a long command (a catalog refresh) holds no one up."""
+    from caches.messages import OnWorker
+
+    release = threading.Event()
+    busy = Bus(redis_url=redis_url, channel=bus_channel, worker_id="busy")
+    busy.set_command_handler(lambda command: release.wait(WAIT) and None)
+    busy.start_subscriber(flush=lambda: {})
+    assert busy.stats.wait_for(lambda s: s["connected"], WAIT)
+    target, _, cache = _filled_worker(redis_url, bus_channel, "target")
+    try:
+        command = OnWorker.issue(
+            worker_id="target", command=_clear_all(), issued_by="test"
+        )
+        started = time.monotonic()
+        [reply] = other.send_command(command, timeout=30.0)
+        assert reply.worker_id == "target" and len(cache) == 0
+        assert time.monotonic() - started < 15.0  # not the 30 s timeout
+    finally:
+        release.set()
+        busy.close()
+        target.close()
+
+
+def test_a_command_for_a_worker_that_is_gone_gets_no_answer(worker, other):
+    from caches.messages import OnWorker
+    from caches.operations import WorkerContext, make_command_handler
+
+    worker.set_command_handler(make_command_handler(WorkerContext(worker_id="w1")))
+    command = OnWorker.issue(worker_id="gone", command=_clear_all(), issued_by="t")
+    started = time.monotonic()
+    assert other.send_command(command, timeout=5.0) == []
+    assert time.monotonic() - started < 2.0  # w1 said at once it is not for it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -22,8 +23,10 @@ from caches.messages import (
     InvalidationBatch,
     MalformedMessage,
     MemoryFigures,
+    OnWorker,
     RefreshCatalogs,
     ReplyMessage,
+    TrafficFigures,
     WorkerReply,
     WorkerSnapshot,
     decode,
@@ -39,6 +42,11 @@ COMMAND_CASES = [
     EmergencyClear.issue(include_short_term_memory=None, issued_by="ops"),
     EmergencyClear.issue(include_short_term_memory=True, issued_by="ops"),
     RefreshCatalogs.issue(fresh=True, issued_by="ops"),
+    OnWorker.issue(
+        worker_id="host:1:shard3",
+        command=EmergencyClear.issue(include_short_term_memory=True, issued_by="ops"),
+        issued_by="ops",
+    ),
 ]
 
 
@@ -86,6 +94,42 @@ def test_commands_round_trip_inside_their_envelope(command: Command):
 def test_the_command_wire_keeps_its_field_names():
     command = InvalidateKey.issue(cache="user", key="7:8", issued_by="ops")
     assert set(_wire(command)) == {"id", "op", "cache", "key", "issued_by", "issued_at"}
+
+
+def test_a_command_for_one_worker_carries_the_command_whole():
+    inner = InvalidateKey.issue(cache="user", key="7", issued_by="ops")
+    command = OnWorker.issue(worker_id="w3", command=inner, issued_by="ops")
+    data = _wire(command)
+    assert data["op"] == "on_worker" and data["worker_id"] == "w3"
+    assert data["command"] == _wire(inner)
+    assert Command.from_json(data) == command
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"command": None},  # nothing to run
+        {"command": {"op": "format_disk"}},
+        {"worker_id": 7},
+        {"worker_id": "w" * 201},  # past the bus's name bound
+    ],
+)
+def test_a_malformed_command_for_one_worker_is_refused(change: dict[str, Any]):
+    inner = ClearAll.issue(issued_by="ops")
+    data = {**_wire(OnWorker.issue(worker_id="w3", command=inner, issued_by="o"))}
+    data.update(change)
+    with pytest.raises(MalformedMessage):
+        Command.from_json(data)
+
+
+def test_a_command_for_one_worker_cannot_carry_another():
+    inner = OnWorker.issue(
+        worker_id="w1", command=ClearAll.issue(issued_by="o"), issued_by="o"
+    )
+    data = _wire(inner)
+    data = {**data, "command": _wire(inner)}
+    with pytest.raises(MalformedMessage, match="cannot carry another"):
+        Command.from_json(data)
 
 
 def test_replies_round_trip_handled_or_not():
@@ -158,6 +202,27 @@ def test_a_snapshot_without_memory_figures_sends_an_empty_object():
     assert WorkerSnapshot.from_json(_wire(snapshot)) == snapshot
 
 
+def test_traffic_and_readiness_round_trip_and_an_older_worker_has_none():
+    snapshot = dataclasses.replace(
+        _snapshot(),
+        traffic=TrafficFigures(
+            window_seconds=60.0,
+            messages=120,
+            messages_per_second=2.0,
+            turns=100,
+            turn_p99_ms=4.5,
+        ),
+        ready=False,
+        not_ready=("gateway_connected",),
+    )
+    assert WorkerSnapshot.from_json(_wire(snapshot)) == snapshot
+    older = _wire(_snapshot())
+    for name in ("traffic", "ready", "not_ready"):
+        older.pop(name)
+    parsed = WorkerSnapshot.from_json(older)
+    assert (parsed.traffic, parsed.ready, parsed.not_ready) == (None, None, ())
+
+
 def test_fields_a_newer_sender_adds_are_ignored():
     data = _wire(_snapshot())
     data["future_field"] = {"anything": 1}
@@ -215,6 +280,11 @@ def test_malformed_bus_messages_are_refused(data: bytes):
         {"memory": {"rss_mb": "big"}},
         {"shard_ids": [0, "1"]},
         {"recent_turns": ["ok"]},
+        {"traffic": {"messages_per_second": "fast"}},
+        {"traffic": {"turn_p99_ms": float("nan")}},
+        {"not_ready": "gateway_connected"},
+        {"not_ready": ["x" * 201]},
+        {"ready": "yes"},
     ],
 )
 def test_malformed_snapshots_are_refused(change: dict[str, Any]):

@@ -22,6 +22,12 @@ from tomori.domain import models as m
 pytestmark = pytest.mark.django_db
 
 DASHBOARD = "admin:caches_cachecontrol_changelist"
+
+
+def worker_page(worker_id: str) -> str:
+    return reverse("admin:caches_worker", args=[worker_id])
+
+
 ACTIONS = {
     "admin:caches_clear_cache": {"cache": TEST_CACHE},
     "admin:caches_invalidate_key": {"cache": TEST_CACHE, "key": "3"},
@@ -51,13 +57,23 @@ def test_dashboard_shows_each_layer_of_the_live_worker(
     response = manager_client.get(reverse(DASHBOARD))
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'data-worker="w1"' in html and "shards 0, 1" in html
-    [view] = response.context["workers"]
-    row = next(layer for layer in view.layers if layer.name == TEST_CACHE)
-    assert (row.size, row.cap, row.fill_percent, row.policy) == (5, 10, 50.0, "clear")
+    assert 'data-worker="w1"' in html and '<td class="num shards">0, 1</td>' in html
+    assert f'href="{worker_page("w1")}"' in html  # the row opens the worker's page
+    [entry] = [e for e in response.context["fleet_caches"] if e.name == TEST_CACHE]
+    assert (entry.total.size, entry.caps, entry.max_fill) == (5, [10], 50.0)
     assert f'data-cache="{TEST_CACHE}"' in html
     assert "Clear every clearable cache" in html and "Invalidate key" in html
-    assert "connected" in html  # bus health panel
+
+    page = manager_client.get(worker_page("w1"))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert 'data-worker="w1"' in text and "shards 0, 1" in text
+    row = next(
+        layer for layer in page.context["worker"].layers if layer.name == TEST_CACHE
+    )
+    assert (row.size, row.cap, row.fill_percent, row.policy) == (5, 10, 50.0, "clear")
+    assert f'data-cache="{TEST_CACHE}"' in text
+    assert "connected" in text  # bus health panel
 
 
 def test_population_is_shown_beside_resident_size(manager_client, worker) -> None:  # type: ignore[no-untyped-def]
@@ -65,12 +81,14 @@ def test_population_is_shown_beside_resident_size(manager_client, worker) -> Non
         server = m.Server.objects.create(server_disc_id=disc_id, name=f"s{disc_id}")
         m.ServerModelConfig.objects.create(server=server, api_key=key)
     worker.publish()
-    response = manager_client.get(reverse(DASHBOARD))
-    [view] = response.context["workers"]
+    response = manager_client.get(worker_page("w1"))
+    view = response.context["worker"]
     state = next(layer for layer in view.layers if layer.name == "tomori_state")
     assert state.size == 0
     assert state.population is not None and state.population.count == 2
     assert "configured servers" in response.content.decode()
+    page = manager_client.get(reverse("admin:caches_cache", args=["tomori_state"]))
+    assert "2 configured servers" in page.content.decode()
 
 
 def test_staff_without_the_permission_sees_no_buttons_and_gets_403(
@@ -361,9 +379,12 @@ def test_recent_turns_and_consistency_are_shown_per_worker(  # type: ignore[no-u
     )
     live.publish_snapshot("turns", snapshot)
     try:
-        page = manager_client.get(reverse(DASHBOARD)).content.decode()
+        fleet = manager_client.get(reverse(DASHBOARD)).content.decode()
+        page = manager_client.get(worker_page("turns")).content.decode()
     finally:
         live.withdraw_snapshot("turns")
+    assert "Recent turns" not in fleet  # a worker's own page holds them
+    assert "1 inconsistency found" in fleet  # the fleet marks the worker
     assert "Recent turns" in page and "Renamed Tomori" in page
     assert "tomori_state" in page and "0.25 ms" in page
     assert "Consistency" in page and "0.900000" in page
@@ -391,10 +412,12 @@ def test_a_cache_shows_the_bytes_its_entries_hold(  # type: ignore[no-untyped-de
     assert "absent" not in snapshot.caches
     live.publish_snapshot("bytes", snapshot)
     try:
-        page = manager_client.get(reverse(DASHBOARD)).content.decode()
+        page = manager_client.get(worker_page("bytes")).content.decode()
+        fleet = manager_client.get(reverse("admin:caches_cache", args=[TEST_CACHE]))
     finally:
         live.withdraw_snapshot("bytes")
     assert "≈ 3.0\xa0MB" in page or "≈ 3.0 MB" in page
+    assert "≈ 3.0\xa0MB" in fleet.content.decode()  # the per-worker row and the total
 
 
 def test_a_malformed_worker_snapshot_is_left_out_and_logged(  # type: ignore[no-untyped-def]

@@ -131,6 +131,26 @@ def test_operator_posts_report_bus_unreachable_as_a_form_error(
 
 
 @pytest.mark.django_db
+def test_a_worker_pages_button_reports_bus_unreachable_too(
+    own_worker: Worker,
+    own_redis,
+    manager_client: Client,
+    test_cache: BoundedTTLCache[int, str],
+) -> None:  # type: ignore[no-untyped-def]
+    own_redis.kill()
+    page = manager_client.get(reverse("admin:caches_worker", args=["w1"]))
+    assert page.status_code == 503  # whether w1 is live cannot be known
+    assert "Live worker data unavailable" in page.content.decode()
+    response = manager_client.post(
+        reverse("admin:caches_clear_cache"), {"cache": TEST_CACHE, "worker": "w1"}
+    )
+    assert response.status_code == 503
+    [error] = [m for m in _messages(response) if m.startswith("Nothing was sent")]
+    assert "bus unreachable" in error
+    assert len(test_cache) == 5 and not LogEntry.objects.exists()
+
+
+@pytest.mark.django_db
 def test_invalidate_key_error_sits_on_the_key_form(
     own_worker: Worker, own_redis, manager_client: Client
 ) -> None:  # type: ignore[no-untyped-def]

@@ -1,10 +1,11 @@
 """An operator's first hour in a real headless Chromium, as one script.
 
 Log in; the dashboard fits a 1,400 px window, and a 1,024 px one with the
-admin sidebar open (every column in view, no sideways scroll); narrower, the
-table scrolls with the cache names and clear buttons kept in view; the charts
-have a line from the start-up samples; each button answers; a rejected key
-followed by the auto-refresh is no 405.
+admin sidebar open (every column in view, no sideways scroll), and so does the
+worker's own page; narrower, the worker's table scrolls with the cache names
+and clear buttons kept in view; the charts have a line from the start-up
+samples; each button answers; a rejected key followed by the auto-refresh is
+no 405.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 __all__ = ["operator_login", "page"]  # fixtures, used by name below
 
 DASHBOARD = "/admin/caches/cachecontrol/"
+WORKER_PAGE = DASHBOARD + "worker/w1/"
 CHARTS = "/admin/metrics/metricsample/charts/"
 START_UP_TICKS = 3
 
@@ -96,6 +98,7 @@ def _scrolled_right(tab: Any) -> dict[str, Any]:
         """() => {
           const box = document.querySelector(".table-scroll");
           const row = document.querySelector("tr[data-cache]");
+          row.scrollIntoView({block: "center"});  // elementFromPoint sees the window
           const sizeBefore = row.querySelector("td.size").getBoundingClientRect().left;
           box.scrollLeft = box.scrollWidth;
           const frame = box.getBoundingClientRect();
@@ -117,7 +120,7 @@ def _columns_in_view_js() -> str:
     return """() => {
       const box = document.querySelector(".table-scroll").getBoundingClientRect();
       const row = document.querySelector("tr[data-cache]");
-      const cells = {name: "td.name-col", size: "td.size", cap: "td.cap",
+      const cells = {name: ".name-col", size: "td.size", cap: "td.cap",
                      hit: "td.hit-rate", clear: "td.action-col button.clear-cache"};
       const out = [];
       for (const [label, selector] of Object.entries(cells)) {
@@ -173,6 +176,14 @@ def test_the_operators_first_hour(  # type: ignore[no-untyped-def]
     assert narrow["table"] <= narrow["box"], narrow  # nor inside the table's box
     assert narrow["rightmost"] <= narrow["inner"], narrow
     assert _columns_in_view(page) == set(), "columns out of view at 1,024 px"
+    page.goto(f"{live_server.url}{WORKER_PAGE}")
+    worker = _fits(page)
+    page.screenshot(
+        path=str(SCREENSHOTS / "first-hour-worker-1024.png"), full_page=True
+    )
+    assert worker["scroll"] <= worker["inner"], worker
+    assert worker["table"] <= worker["box"], worker
+    assert _columns_in_view(page) == set(), "worker columns out of view at 1,024 px"
 
     page.set_viewport_size({"width": 800, "height": 800})  # narrower: it scrolls
     page.reload()
@@ -201,7 +212,9 @@ def test_the_operators_first_hour(  # type: ignore[no-untyped-def]
     _press(page, "#reload-catalogs", "catalogs: text ok, embedding ok")
     page.click("#emergency-link")
     _press(page, "#confirm-emergency", "emergency clear: 1 worker answered")
+    page.goto(f"{live_server.url}{WORKER_PAGE}")
     assert "operator commands 5" in page.locator(".panel.bus").inner_text()
+    page.goto(f"{live_server.url}{DASHBOARD}")
     assert len(test_cache) == 0
 
     monkeypatch.setattr(views, "REFRESH_SECONDS", 1)  # the same timer, sooner

@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django import forms
@@ -72,6 +73,8 @@ CUSTOM_VIEWS: dict[str, list[str]] = {
     "admin:caches_refresh_catalogs": [],
     "admin:caches_emergency_clear": [],
 }
+# Dashboard pages whose URL holds a name (a worker id, a cache name).
+PATH_VIEWS = ["admin:caches_worker", "admin:caches_cache"]
 # Query parameters every changelist reads (ordering, page, popup target) or rejects.
 GENERIC_PARAMS = ["o", "p", "_to_field", "unknown__lookup"]
 STANDARD_SUFFIXES = ("_changelist", "_add", "_change", "_delete", "_history")
@@ -330,7 +333,9 @@ def test_every_custom_admin_view_is_fuzzed() -> None:
         and not pattern.name.endswith(STANDARD_SUFFIXES)
         and not pattern.name.endswith("_autocomplete")
     }
-    assert names - set(CUSTOM_VIEWS) == set(), "add it to CUSTOM_VIEWS"
+    assert names - set(CUSTOM_VIEWS) - set(PATH_VIEWS) == set(), (
+        "add it to CUSTOM_VIEWS"
+    )
 
 
 @pytest.mark.parametrize("model", MODELS, ids=_label)
@@ -467,6 +472,28 @@ def test_operator_forms_never_500_and_refuse_bad_ids(probe: Probe, _no_bus) -> N
     ]:
         for value in [NUL, "abc", HUGE]:
             probe.post(reverse(name), {box: value}, value)
+    probe.assert_clean()
+
+
+def test_dashboard_pages_and_worker_targets_never_500(probe: Probe, _no_bus) -> None:  # type: ignore[no-untyped-def]
+    names = [*TEXT, "a/b", "../..", "%00", "host:1:shard3", "9" * 400, "１２３"]
+    dashboard = reverse("admin:caches_cachecontrol_changelist")
+    for page, value in itertools.product(["worker", "cache"], names):
+        url = f"{dashboard}{page}/{quote(value, safe='/:')}/"
+        assert probe.get(url, {}).status_code in (400, 404), (page, _clip(value))
+    emergency = reverse("admin:caches_emergency_clear")
+    for value in [*TEXT, "gone", "w" * 201]:
+        assert probe.get(emergency, {"worker": value}).status_code == 400
+        for name, data in [
+            ("admin:caches_clear_cache", {"cache": "user"}),
+            ("admin:caches_clear_all", {}),
+            ("admin:caches_refresh_catalogs", {}),
+            ("admin:caches_invalidate_key", {"cache": "user", "key": "1"}),
+            ("admin:caches_emergency_clear", {}),
+        ]:
+            response = probe.post(reverse(name), {**data, "worker": value}, value)
+            assert response.status_code == 400, (name, _clip(value))
+    assert _no_bus == []  # nothing was sent to a worker that is not live
     probe.assert_clean()
 
 

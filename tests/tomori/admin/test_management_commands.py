@@ -69,6 +69,19 @@ def test_clearing_a_preserved_or_expired_only_cache_by_hand_is_refused(
     assert len(test_cache) == 5
 
 
+def test_a_command_for_one_worker_runs_there_or_names_the_live_ones(
+    worker, test_cache
+) -> None:  # type: ignore[no-untyped-def]
+    output = run("invalidate_cache", TEST_CACHE, "--worker", "w1")
+    assert f"clear cache {TEST_CACHE} on worker w1: worker w1 answered" in output
+    assert len(test_cache) == 0
+    with pytest.raises(
+        CommandError, match="worker 'gone' is not live.*live workers: w1"
+    ):
+        run("emergency_clear", "--yes", "--worker", "gone")
+    assert worker.context.commands_run == 1  # nothing was sent for "gone"
+
+
 def test_invalidate_cache_key_drops_one_key(worker, test_cache) -> None:  # type: ignore[no-untyped-def]
     output = run("invalidate_cache", TEST_CACHE, "--key", "2")
     assert "removed 1 entry" in output

@@ -140,8 +140,8 @@ def test_the_bus_panel_counts_every_operator_command(  # type: ignore[no-untyped
         reverse("admin:caches_invalidate_key"), {"cache": TEST_CACHE, "key": "1"}
     )
     manager_client.post(reverse("admin:caches_refresh_catalogs"))
-    response = manager_client.get(reverse(DASHBOARD))
-    [view] = response.context["workers"]
+    response = manager_client.get(reverse("admin:caches_worker", args=["w1"]))
+    view = response.context["worker"]
     assert view.bus["commands_run"] == 5 == worker.context.commands_run
     assert "operator commands 5" in response.content.decode()
 
@@ -168,12 +168,15 @@ def test_the_in_process_bus_says_so_and_counts_its_commands(  # type: ignore[no-
             manager_client.post(
                 reverse("admin:caches_clear_cache"), {"cache": TEST_CACHE}
             )
-        html = manager_client.get(reverse(DASHBOARD)).content.decode()
+        fleet = manager_client.get(reverse(DASHBOARD)).content.decode()
+        url = reverse("admin:caches_worker", args=["embedded"])
+        html = manager_client.get(url).content.decode()
     finally:
         live.withdraw_snapshot("embedded")
         bus.configure()
     assert "in-process (no Redis)" in html and ">connected<" not in html
     assert "operator commands 2" in html
+    assert ">in-process<" in fleet and "bus down" not in fleet  # not a problem
 
 
 def test_the_emergency_result_itemises_every_entry_it_removed() -> None:
@@ -211,12 +214,16 @@ def test_the_memory_panel_says_when_the_limit_is_only_the_hosts(  # type: ignore
     host = (24_000 * MIB, "host_total")
     monkeypatch.setattr(readers, "detected_memory_limit", lambda _mb: host)
     worker.publish()
-    html = manager_client.get(reverse(DASHBOARD)).content.decode()
+    page = reverse("admin:caches_worker", args=["w1"])
+    html = manager_client.get(page).content.decode()
     assert "MB host memory" in html and "no container limit set" in html
+    fleet = manager_client.get(reverse(DASHBOARD)).content.decode()
+    memory = re.search(r'<td class="num memory"([^>]*)>[^<]*/ 24,000\s', fleet)
+    assert memory and "the host's memory stands in" in memory.group(1)
     cgroup = (512 * MIB, "cgroup_v2")
     monkeypatch.setattr(readers, "detected_memory_limit", lambda _mb: cgroup)
     worker.publish()
-    html = manager_client.get(reverse(DASHBOARD)).content.decode()
+    html = manager_client.get(page).content.decode()
     assert "512 MB limit" in html and "no container limit set" not in html
 
 

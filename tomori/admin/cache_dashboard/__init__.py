@@ -34,6 +34,10 @@ class CacheControlAdmin(admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         routes = [
             ("", "dashboard", "caches_cachecontrol_changelist"),
+            # Worker ids hold colons (host:pid:shard3) and whatever
+            # TOMORI_WORKER_ID holds, a slash included.
+            ("worker/<path:worker_id>/", "worker", "caches_worker"),
+            ("cache/<str:name>/", "cache", "caches_cache"),
             ("clear/", "clear", "caches_clear_cache"),
             ("invalidate/", "invalidate", "caches_invalidate_key"),
             ("clear-all/", "clear_all", "caches_clear_all"),

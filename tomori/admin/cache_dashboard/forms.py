@@ -1,4 +1,8 @@
-"""Dashboard forms: each validates its input into an operator command (or a form error)."""
+"""Dashboard forms: each validates its input into an operator command (or a form error).
+
+Every form takes an optional `worker`: a worker id from a worker's page, which
+sends the command to that worker alone (it must be live), else to every one.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,63 @@ from typing import Any
 
 from django import forms
 
-from caches.messages import AnyCommand
+from caches.messages import AnyCommand, FleetCommand
 from caches.operations import (
     OperationError,
+    clear_all_command,
     clear_cache_command,
     emergency_clear_command,
     invalidate_key_command,
+    on_worker_command,
     refresh_catalogs_command,
 )
 from tomori.domain.models.validation import validate_operator_key
+
+#: The longest worker id the bus carries (caches.messages.MAX_NAME).
+MAX_WORKER_ID = 200
 
 
 class CommandForm(forms.Form):
     """A form whose `clean()` builds `self.command` for the operator `issued_by`."""
 
+    worker = forms.CharField(
+        max_length=MAX_WORKER_ID,
+        required=False,
+        widget=forms.HiddenInput,
+        help_text="A live worker's id: run the command on that worker alone.",
+    )
+
     def __init__(self, *args: Any, issued_by: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.issued_by = issued_by
         self.command: AnyCommand | None = None
+
+    @property
+    def target(self) -> str:
+        """Return the worker id the form names ("" for every worker), as typed."""
+        value = self.data.get("worker") if self.is_bound else ""
+        return value if isinstance(value, str) else ""
+
+    def _send(self, command: FleetCommand) -> None:
+        """Set `self.command`: `command`, or it for the named worker alone."""
+        worker = self.cleaned_data.get("worker") or ""
+        if not worker:
+            self.command = command
+            return
+        try:
+            self.command = on_worker_command(command, worker)
+        except OperationError as exc:
+            self.add_error("worker", str(exc))
+
+
+class ClearAllForm(CommandForm):
+    """Clear every clearable cache."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "worker" in data:
+            self._send(clear_all_command(issued_by=self.issued_by))
+        return data
 
 
 class ClearCacheForm(CommandForm):
@@ -33,13 +76,13 @@ class ClearCacheForm(CommandForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if "cache" in data:
+        if "cache" in data and "worker" in data:
             try:
-                self.command = clear_cache_command(
-                    data["cache"], issued_by=self.issued_by
-                )
+                command = clear_cache_command(data["cache"], issued_by=self.issued_by)
             except OperationError as exc:
                 self.add_error("cache", str(exc))
+            else:
+                self._send(command)
         return data
 
 
@@ -63,13 +106,15 @@ class InvalidateKeyForm(CommandForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if "cache" in data and "key" in data:
+        if "cache" in data and "key" in data and "worker" in data:
             try:
-                self.command = invalidate_key_command(
+                command = invalidate_key_command(
                     data["cache"], data["key"], issued_by=self.issued_by
                 )
             except OperationError as exc:
                 self.add_error("key", str(exc))
+            else:
+                self._send(command)
         return data
 
 
@@ -83,11 +128,16 @@ class EmergencyClearForm(CommandForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        self.command = emergency_clear_command(
-            include_short_term_memory=bool(data.get("include_short_term_memory"))
-            or None,
-            issued_by=self.issued_by,
-        )
+        if "worker" in data:
+            self._send(
+                emergency_clear_command(
+                    include_short_term_memory=bool(
+                        data.get("include_short_term_memory")
+                    )
+                    or None,
+                    issued_by=self.issued_by,
+                )
+            )
         return data
 
 
@@ -98,7 +148,10 @@ class RefreshCatalogsForm(CommandForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        self.command = refresh_catalogs_command(
-            fresh=bool(data.get("fresh")), issued_by=self.issued_by
-        )
+        if "worker" in data:
+            self._send(
+                refresh_catalogs_command(
+                    fresh=bool(data.get("fresh")), issued_by=self.issued_by
+                )
+            )
         return data

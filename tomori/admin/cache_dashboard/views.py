@@ -1,9 +1,13 @@
-"""The cache dashboard: live layers per worker, and the operator buttons that command them.
+"""The cache dashboard: the fleet, each worker, each cache across the fleet; the operator buttons.
 
-Every button is a POST (CSRF-protected by `admin_site.admin_view`) that needs
-`caches.manage_caches`; it sends one operator command to every worker over
-the bus, reports each worker's answer (or that none came) as admin messages,
-and is recorded in the admin log against the CacheControl content type.
+Pages (GET): the fleet overview (a row per live worker, a row per cache),
+a worker's page (its memory, bus, caches and turns: what the dashboard
+showed per worker before), and a cache's page (a row per worker). Every
+button is a POST (CSRF-protected by `admin_site.admin_view`) that needs
+`caches.manage_caches`; it sends one operator command over the bus, to
+every worker or, from a worker's page, to that worker alone; it reports the
+answers as admin messages, named by worker, and is recorded in the admin log
+against the CacheControl content type.
 """
 
 from __future__ import annotations
@@ -21,40 +25,37 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from caches.bus import BusUnavailable
-from caches.live import snapshot_ttl_seconds
-from caches.messages import AnyCommand
 from caches.models import CacheControl
 from caches.operations import (
-    DATABASE_ERRORS,
     EmergencyPlan,
-    LiveWorkers,
     OperationOutcome,
-    clear_all_command,
-    database_fault,
     describe_command,
     emergency_plan,
-    ensure_layers_loaded,
     read_live_workers,
     send_command,
 )
-from caches.registry import registry
-from metrics.charts.last_sample import (
-    LastSample,
-    last_cache_sizes_sample,
-    sample_age_note,
-)
 from tomori.admin.cache_dashboard.forms import (
+    ClearAllForm,
     ClearCacheForm,
     CommandForm,
     EmergencyClearForm,
     InvalidateKeyForm,
     RefreshCatalogsForm,
 )
+from tomori.admin.cache_dashboard.pages import (
+    Page,
+    cache_choices,
+    cache_page,
+    fleet_page,
+    worker_page,
+)
 from tomori.domain.knobs import knobs
 
 MANAGE_PERMISSION = "caches.manage_caches"
 REFRESH_SECONDS = 10
 CATALOG_TIMEOUT = 20.0
+#: Answers from more workers than this are grouped (the admin log keeps each).
+ANSWER_LINES = 4
 
 
 def command_timeout() -> float:
@@ -87,14 +88,6 @@ def _user_pk(request: HttpRequest) -> int:
     return int(pk)
 
 
-def cache_choices(worker_caches: set[str]) -> list[tuple[str, str]]:
-    """Return (name, "name: key help") for every cache this process or a worker knows."""
-    ensure_layers_loaded()
-    helps = {entry.name: entry.key_help for entry in registry.entries()}
-    names = sorted(set(helps) | worker_caches)
-    return [(n, f"{n}: {helps[n]}" if helps.get(n) else n) for n in names]
-
-
 def log_operator_action(request: HttpRequest, outcome: OperationOutcome) -> None:
     """Record who sent which command, and what came back, in the admin log."""
     LogEntry.objects.create(
@@ -109,22 +102,6 @@ def log_operator_action(request: HttpRequest, outcome: OperationOutcome) -> None
     )
 
 
-def last_sample_or_fault() -> tuple[LastSample | None, str | None]:
-    """Return the newest cache_sizes sample, or why it cannot be read."""
-    try:
-        return last_cache_sizes_sample(), None
-    except DATABASE_ERRORS as exc:
-        return None, f"{database_fault(exc)} (no stored sample can be shown)"
-
-
-def live_faults(live: LiveWorkers, sample: LastSample | None) -> list[str]:
-    """Return the banner lines: each fault, with the last sample's age if live data is missing."""
-    if live.live:
-        return list(live.faults)
-    first, *rest = live.faults
-    return [f"Live worker data unavailable: {first}; {sample_age_note(sample)}.", *rest]
-
-
 def emergency_faults(plan: EmergencyPlan) -> list[str]:
     """Return the confirmation page's banner lines."""
     if plan.live_fault is None:
@@ -135,25 +112,14 @@ def emergency_faults(plan: EmergencyPlan) -> list[str]:
     ]
 
 
-def stored_data_notes() -> list[str]:
-    """Return warnings about stored data this process cannot use (webhook keys)."""
-    from caches.layers.webhook import describe_missing_keys, webhooks_under_missing_keys
-
-    try:
-        counts = webhooks_under_missing_keys()
-    except DATABASE_ERRORS:
-        return []  # a lost database shows as the 503 page or a fault line
-    return [describe_missing_keys(counts)] if counts else []
-
-
 def report(request: HttpRequest, outcome: OperationOutcome) -> None:
-    """Add one summary message and one message per worker reply."""
+    """Add one summary message and the workers' answers (grouped past a few)."""
     if not outcome.answered:
         messages.warning(request, outcome.summary() + ".")
         return
     level = messages.SUCCESS if outcome.ok else messages.ERROR
     messages.add_message(request, level, outcome.summary() + ".")
-    for line in outcome.lines():
+    for line in outcome.brief_lines(ANSWER_LINES):
         messages.info(request, line)
 
 
@@ -163,7 +129,9 @@ class DashboardViews:
     def __init__(self, model_admin: ModelAdmin) -> None:
         self.model_admin = model_admin
 
-    def _url(self) -> str:
+    def _url(self, worker: str = "") -> str:
+        if worker:
+            return reverse("admin:caches_worker", args=[worker])
         return reverse("admin:caches_cachecontrol_changelist")
 
     def _context(self, request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -171,8 +139,27 @@ class DashboardViews:
             **self.model_admin.admin_site.each_context(request),
             "opts": CacheControl._meta,
             "can_manage": can_manage(request),
+            "refresh_seconds": REFRESH_SECONDS,
+            "timeout": command_timeout(),
             **extra,
         }
+
+    def _render(
+        self, request: HttpRequest, template: str, page: Page, **extra: Any
+    ) -> HttpResponse:
+        status = extra.pop("status", None) or page.status
+        context = self._context(
+            request,
+            **page.context,
+            # A rejected POST renders at its own URL (a GET there is a 405):
+            # the refresh loads the page, and waits while an error is on
+            # screen so the operator can read it.
+            refresh_paused=status >= 400,
+            **extra,
+        )
+        return TemplateResponse(
+            request, f"admin/caches/{template}", context, status=status
+        )
 
     def render_dashboard(
         self,
@@ -181,87 +168,98 @@ class DashboardViews:
         key_form: InvalidateKeyForm | None = None,
         status: int = 200,
     ) -> HttpResponse:
-        """Render the dashboard (optionally with a bound, invalid key form).
+        """Render the fleet overview (optionally with a bound, invalid key form).
 
         With Redis or the database unreachable it still renders, with a
         banner naming each fault.
         """
-        live = read_live_workers()
-        workers = live.workers
-        sample, sample_fault = (None, None) if workers else last_sample_or_fault()
-        names = {layer.name for worker in workers for layer in worker.layers}
-        choices = cache_choices(names)
+        page = fleet_page()
         form = key_form or InvalidateKeyForm(
-            cache_choices=choices, issued_by=_issuer(request)
+            cache_choices=cache_choices(page.context["cache_names"]),
+            issued_by=_issuer(request),
         )
-        faults = live_faults(live, sample) + ([sample_fault] if sample_fault else [])
-        context = self._context(
+        return self._render(
             request,
+            "dashboard.html",
+            page,
             title="Cache dashboard",
-            workers=workers,
-            live_known=live.live,
-            faults=faults,
-            notes=stored_data_notes(),
-            last_sample=sample,
             key_form=form,
-            snapshot_ttl=snapshot_ttl_seconds(),
-            refresh_seconds=REFRESH_SECONDS,
-            # A rejected POST renders here at its own URL (a GET there is a
-            # 405): the refresh loads the dashboard, and waits while an error
-            # is on screen so the operator can read it.
             refresh_url=self._url(),
-            refresh_paused=status >= 400,
-            timeout=command_timeout(),
+            status=status,
         )
-        return TemplateResponse(
-            request, "admin/caches/dashboard.html", context, status=status
+
+    def render_worker(
+        self, request: HttpRequest, page: Page, *, status: int = 200
+    ) -> HttpResponse:
+        """Render one worker's page; a worker that is not live is a 404 saying so."""
+        worker_id = page.context["worker_id"]
+        return self._render(
+            request,
+            "worker.html",
+            page,
+            title=f"Worker {worker_id}",
+            refresh_url=self._url(worker_id),
+            status=status if page.status == 200 else page.status,
         )
 
     def dashboard(self, request: HttpRequest) -> HttpResponse:
-        """Show every live worker's layers (GET only; it never changes anything)."""
+        """Show the fleet (GET only; it never changes anything)."""
         return self.render_dashboard(request)
+
+    def worker(self, request: HttpRequest, worker_id: str) -> HttpResponse:
+        """Show one worker: its panels, its caches, its recent turns."""
+        return self.render_worker(request, worker_page(worker_id))
+
+    def cache(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Show one cache across the fleet: a row per worker that holds it."""
+        page = cache_page(name)
+        refresh_url = reverse("admin:caches_cache", args=[name])
+        return self._render(
+            request, "cache.html", page, title=f"Cache {name}", refresh_url=refresh_url
+        )
+
+    def _render_back(
+        self, request: HttpRequest, form: CommandForm, status: int, **extra: Any
+    ) -> HttpResponse:
+        """Render the page the form was sent from: its worker's, or the fleet's."""
+        page = worker_page(form.target) if form.target else None
+        if page is not None and page.status == 200:
+            return self.render_worker(request, page, status=status)
+        return self.render_dashboard(request, status=status, **extra)
 
     def _send(
         self,
         request: HttpRequest,
-        command: AnyCommand,
+        form: CommandForm,
         *,
         timeout: float | None = None,
-        key_form: InvalidateKeyForm | None = None,
     ) -> HttpResponse:
-        try:
-            outcome = send_command(command, timeout=timeout or command_timeout())
-        except BusUnavailable as exc:
-            return self._bus_unavailable(request, exc, key_form=key_form)
-        log_operator_action(request, outcome)
-        report(request, outcome)
-        return HttpResponseRedirect(self._url())
-
-    def _bus_unavailable(
-        self,
-        request: HttpRequest,
-        exc: BusUnavailable,
-        *,
-        key_form: InvalidateKeyForm | None,
-    ) -> HttpResponse:
-        # A form error, not a 500: the operator learns nothing was sent, and why.
-        messages.error(request, f"Nothing was sent: {exc}")
-        if key_form is not None:
-            key_form.add_error(None, str(exc))
-        return self.render_dashboard(request, key_form=key_form, status=503)
-
-    def _invalid(self, request: HttpRequest, form: CommandForm) -> HttpResponse:
-        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
-        messages.error(request, f"Nothing was sent: {errors}")
-        return self.render_dashboard(request, status=400)
-
-    def clear_cache(self, request: HttpRequest) -> HttpResponse:
-        """Clear one cache on every worker."""
-        _require_manage(request)
-        form = ClearCacheForm(request.POST, issued_by=_issuer(request))
         if not form.is_valid() or form.command is None:
             return self._invalid(request, form)
-        return self._send(request, form.command)
+        try:
+            outcome = send_command(form.command, timeout=timeout or command_timeout())
+        except BusUnavailable as exc:
+            # A form error, not a 500: the operator learns nothing was sent, and why.
+            messages.error(request, f"Nothing was sent: {exc}")
+            form.add_error(None, str(exc))
+            return self._render_back(request, form, 503, **_key_form(form))
+        log_operator_action(request, outcome)
+        report(request, outcome)
+        return HttpResponseRedirect(self._url(outcome.target or ""))
+
+    def _invalid(self, request: HttpRequest, form: CommandForm) -> HttpResponse:
+        extra = _key_form(form)
+        if not extra:  # the key form shows its own errors
+            errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+            messages.error(request, f"Nothing was sent: {errors}")
+        return self._render_back(request, form, 400, **extra)
+
+    def clear_cache(self, request: HttpRequest) -> HttpResponse:
+        """Clear one cache on every worker, or on the one the form names."""
+        _require_manage(request)
+        return self._send(
+            request, ClearCacheForm(request.POST, issued_by=_issuer(request))
+        )
 
     def invalidate_key(self, request: HttpRequest) -> HttpResponse:
         """Drop one key of one cache on every worker; a bad key is a form error."""
@@ -271,30 +269,34 @@ class DashboardViews:
         form = InvalidateKeyForm(
             request.POST, cache_choices=cache_choices(names), issued_by=_issuer(request)
         )
-        if not form.is_valid() or form.command is None:
-            return self.render_dashboard(request, key_form=form, status=400)
-        return self._send(request, form.command, key_form=form)
+        return self._send(request, form)
 
     def clear_all(self, request: HttpRequest) -> HttpResponse:
         """Clear every clearable cache (the ones with a clear button) on every worker."""
         _require_manage(request)
-        return self._send(request, clear_all_command(issued_by=_issuer(request)))
+        return self._send(
+            request, ClearAllForm(request.POST, issued_by=_issuer(request))
+        )
 
     def refresh_catalogs(self, request: HttpRequest) -> HttpResponse:
         """Refresh the OpenRouter catalogs on every worker."""
         _require_manage(request)
         form = RefreshCatalogsForm(request.POST, issued_by=_issuer(request))
-        if not form.is_valid() or form.command is None:
-            return self._invalid(request, form)
-        return self._send(request, form.command, timeout=catalog_timeout())
+        return self._send(request, form, timeout=catalog_timeout())
 
     def emergency_clear(self, request: HttpRequest) -> HttpResponse:
-        """GET: say what the emergency clear clears and keeps. POST: run it."""
+        """GET: say what the emergency clear clears and keeps, and where. POST: run it."""
         _require_manage(request)
         if request.method == "POST":
-            form = EmergencyClearForm(request.POST, issued_by=_issuer(request))
-            if form.is_valid() and form.command is not None:
-                return self._send(request, form.command)
+            return self._send(
+                request, EmergencyClearForm(request.POST, issued_by=_issuer(request))
+            )
+        # The worker a worker's page asks about: checked as the POST will be.
+        form = EmergencyClearForm(
+            {"worker": request.GET.get("worker", "")}, issued_by=_issuer(request)
+        )
+        if not form.is_valid():
+            return self._invalid(request, form)
         plan = emergency_plan()
         context = self._context(
             request,
@@ -302,18 +304,29 @@ class DashboardViews:
             faults=emergency_faults(plan),
             plan=plan,
             plan_with_stm=emergency_plan(include_short_term_memory=True),
-            form=EmergencyClearForm(issued_by=_issuer(request)),
-            timeout=command_timeout(),
+            form=EmergencyClearForm(
+                initial={"worker": form.cleaned_data["worker"]},
+                issued_by=_issuer(request),
+            ),
+            worker_id=form.cleaned_data["worker"],
         )
         return TemplateResponse(request, "admin/caches/emergency_confirm.html", context)
 
     def wrapped(self) -> dict[str, Any]:
         """Return each view with its HTTP method restriction applied."""
+        pages = ["GET", "HEAD"]
         return {
-            "dashboard": require_http_methods(["GET", "HEAD"])(self.dashboard),
+            "dashboard": require_http_methods(pages)(self.dashboard),
+            "worker": require_http_methods(pages)(self.worker),
+            "cache": require_http_methods(pages)(self.cache),
             "clear": require_POST(self.clear_cache),
             "invalidate": require_POST(self.invalidate_key),
             "clear_all": require_POST(self.clear_all),
             "catalogs": require_POST(self.refresh_catalogs),
             "emergency": require_http_methods(["GET", "POST"])(self.emergency_clear),
         }
+
+
+def _key_form(form: CommandForm) -> dict[str, Any]:
+    # The key form re-renders with its errors; any other form's are messages.
+    return {"key_form": form} if isinstance(form, InvalidateKeyForm) else {}

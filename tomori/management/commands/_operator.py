@@ -16,6 +16,7 @@ from caches.operations import (
     OperationOutcome,
     database_fault,
     describe_command,
+    on_worker_command,
     send_command,
 )
 from tomori.domain.knobs import knobs
@@ -35,6 +36,16 @@ def add_timeout_argument(parser: CommandParser, default: float | None = None) ->
     )
 
 
+def add_worker_argument(parser: CommandParser) -> None:
+    """Add --worker (run on that live worker alone, as its dashboard page does)."""
+    parser.add_argument(
+        "--worker",
+        default="",
+        metavar="ID",
+        help="run on this live worker alone (its id, as the dashboard shows it)",
+    )
+
+
 @contextmanager
 def operator_errors() -> Iterator[None]:
     """Turn an unreachable Redis or database into one CommandError line, no traceback.
@@ -50,11 +61,18 @@ def operator_errors() -> Iterator[None]:
 
 
 def send_and_report(
-    command: BaseCommand, build: Any, *, timeout: float, **params: Any
+    command: BaseCommand,
+    build: Any,
+    *,
+    timeout: float,
+    worker: str = "",
+    **params: Any,
 ) -> OperationOutcome:
-    """Build an operator command, send it, print each worker's reply; fail loudly."""
+    """Build an operator command (for `worker` alone if named), send it, print the replies."""
     try:
         operator_command = build(issued_by=ISSUER, **params)
+        if worker:
+            operator_command = on_worker_command(operator_command, worker)
     except OperationError as exc:
         raise CommandError(str(exc)) from exc
     outcome = send_command(operator_command, timeout=timeout)

@@ -10,11 +10,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from caches.operations import EmergencyPlan, emergency_clear_command, emergency_plan
 from tomori.management.commands._operator import (
     add_timeout_argument,
+    add_worker_argument,
     operator_errors,
     send_and_report,
 )
 
-QUESTION = "Clear these caches on every live worker? [y/N] "
+QUESTION = "Clear these caches on {where}? [y/N] "
 NO_TERMINAL = (
     "the emergency clear empties every clearable cache on every live worker: "
     "pass --yes to run it without a terminal to confirm on"
@@ -44,6 +45,7 @@ class Command(BaseCommand):
             action="store_true",
             help="do not ask for confirmation (scripts, runbooks)",
         )
+        add_worker_argument(parser)
         add_timeout_argument(parser)
 
     @operator_errors()
@@ -52,13 +54,17 @@ class Command(BaseCommand):
         plan = emergency_plan(include_short_term_memory=include_stm)
         self._print_plan(plan)
         stdin: TextIO = options.get("stdin") or sys.stdin
-        if not options["yes"] and not self._confirmed(stdin):
+        where = (
+            f"worker {options['worker']}" if options["worker"] else "every live worker"
+        )
+        if not options["yes"] and not self._confirmed(stdin, where):
             self.stdout.write("Emergency clear cancelled: nothing was cleared.")
             return
         send_and_report(
             self,
             emergency_clear_command,
             timeout=options["timeout"],
+            worker=options["worker"],
             include_short_term_memory=include_stm or None,
         )
 
@@ -68,11 +74,11 @@ class Command(BaseCommand):
             self.stdout.write("expired entries only: " + ", ".join(plan.expired_only))
         self.stdout.write("preserves: " + (", ".join(plan.preserved) or "none"))
 
-    def _confirmed(self, stdin: TextIO) -> bool:
+    def _confirmed(self, stdin: TextIO, where: str) -> bool:
         """Ask on the terminal; refuse (one line, exit 1) when there is none."""
         if not stdin.isatty():
             raise CommandError(NO_TERMINAL)
-        self.stdout.write(QUESTION, ending="")
+        self.stdout.write(QUESTION.format(where=where), ending="")
         self.stdout.flush()
         try:
             answer = stdin.readline()

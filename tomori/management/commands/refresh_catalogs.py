@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from caches.operations import refresh_catalogs_command
 from tomori.management.commands._operator import (
     add_timeout_argument,
+    add_worker_argument,
     operator_errors,
     send_and_report,
 )
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--fresh", action="store_true", help="refresh even within the rate limit"
         )
+        add_worker_argument(parser)
         add_timeout_argument(parser, default=CATALOG_TIMEOUT)
 
     @operator_errors()
@@ -31,5 +33,6 @@ class Command(BaseCommand):
             self,
             refresh_catalogs_command,
             timeout=options["timeout"],
+            worker=options["worker"],
             fresh=options["fresh"],
         )
