@@ -339,6 +339,11 @@ def report(window: Window, options: argparse.Namespace) -> bool:
         + f"; {sum(trips.values()):,} in the window)"
     )
     _threads(window, worker_messages)
+    gc_runs = window.series("python_gc_collections_total")
+    print(
+        "cyclic GC collections in the window (generation 0/1/2): "
+        + "/".join(f"{int(gc_runs.get(str(g), 0)):,}" for g in range(3))
+    )
     _caches(window, worker_messages)
     turns = [quantile(window, q) for q in QUANTILES]
     backlog = end.counts.received - end.counts.processed
