@@ -13,7 +13,10 @@ cache cleared) while it runs is detached: its waiters still get its result,
 but it is not stored, and later callers start a fresh load rather than join
 the stale one. A `set` of the key while its load runs is newer information
 than that load: it detaches the load the same way, so the older result never
-overwrites the value just set.
+overwrites the value just set. A load of many keys by one call
+(`load_many`: `reserve`, the call, `fill`) holds a task-less flight per key
+meanwhile, so the same invalidations keep its values out, and loads only
+into the room left under the cap.
 
 Threads. The bot is single-threaded asyncio, and a cache is confined to the
 thread that runs the event loop: it takes no locks (an uncontended lock here
@@ -151,6 +154,75 @@ class BoundedTTLCache(ExpiringStore[K, V]):
             ExpiringStore.set(self, key, result, ttl)
         return result
 
+    def reserve(self, keys: Iterable[K]) -> dict[K, Flight[Any]]:
+        """Hold a flight for each of `keys` not resident nor loading, as room allows.
+
+        The first half of a load of many keys by one call (`load_many`): the
+        keys are held before the call starts, so an invalidation, a `set` or
+        a `clear` of one while it runs detaches its flight exactly as it
+        would a `get_or_load`'s, and `fill` stores nothing for that key. A
+        held flight has no task: nobody joins it, and a `get_or_load` of the
+        key meanwhile runs a load of its own, which owns the key. Keys past
+        the room left under the cap are not held: a bulk load never evicts.
+        """
+        room = self.maxsize - len(self)
+        held: dict[K, Flight[Any]] = {}
+        for key in keys:
+            if len(held) >= room:
+                break
+            if key in self._data:
+                continue
+            flight = self._loads.hold(key)
+            if flight is not None:
+                held[key] = flight
+        return held
+
+    def fill(
+        self,
+        held: Mapping[K, Flight[Any]],
+        values: Mapping[K, V],
+        *,
+        ttl: float | None = None,
+    ) -> dict[K, V]:
+        """Store the value of each held key whose flight is still current; return them.
+
+        Every held flight is let go; a key `values` lacks is not stored (the
+        layer would not cache it), nor is one detached or loaded anew meanwhile.
+        """
+        stored: dict[K, V] = {}
+        for key, flight in held.items():
+            if self._loads.release(key, flight) and key in values:
+                value = values[key]
+                ExpiringStore.set(self, key, value, ttl)
+                stored[key] = value
+        return stored
+
+    def release(self, held: Mapping[K, Flight[Any]]) -> None:
+        """Let go of held flights without storing anything (the call failed)."""
+        for key, flight in held.items():
+            self._loads.release(key, flight)
+
+    async def load_values(
+        self,
+        keys: Iterable[K],
+        loader: Callable[[list[K]], Awaitable[Mapping[K, V]]],
+        *,
+        ttl: float | None = None,
+    ) -> dict[K, V]:
+        """`load_many`, returning the entries stored instead of their count."""
+        held = self.reserve(keys)
+        if not held:
+            return {}
+        self.loads += len(held)
+        try:
+            values = await loader(list(held))
+        except BaseException as exc:
+            self.release(held)
+            if isinstance(exc, Exception):
+                self.load_failures += 1
+            raise
+        return self.fill(held, values, ttl=ttl)
+
     async def load_many(
         self,
         keys: Iterable[K],
@@ -165,37 +237,11 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         each key: one set, invalidated or cleared while the call runs is
         not stored, and one a concurrent `get_or_load` is loading is not
         asked for (nor is a bulk-loaded key joinable: such a caller runs its
-        own load, and the newer of the two is the one kept). A loader error
-        propagates and nothing is stored. Returns the entries stored.
+        own load, and the newer of the two is the one kept). Only the room
+        left under the cap is loaded: nothing is evicted for it. A loader
+        error propagates and nothing is stored. Returns the entries stored.
         """
-        data, flights = self._data, self._loads.flights
-        wanted = [k for k in dict.fromkeys(keys) if k not in data and k not in flights]
-        if not wanted:
-            return 0
-        # Unjoinable flights (no task): invalidate/set/clear detach them as
-        # they do any load's, and a get_or_load of the key replaces one; a key
-        # whose flight is no longer ours when the call returns is not stored.
-        mine: dict[K, Flight[Any]] = {}
-        for key in wanted:
-            mine[key] = flights[key] = Flight()
-        self.loads += len(wanted)
-        kept: list[K] = []
-        try:
-            values = await loader(wanted)
-        except Exception:
-            self.load_failures += 1
-            raise
-        finally:
-            for key, flight in mine.items():
-                if flights.get(key) is flight:
-                    del flights[key]
-                    kept.append(key)
-        stored = 0
-        for key in kept:
-            if key in values and key not in data:
-                ExpiringStore.set(self, key, values[key], ttl)
-                stored += 1
-        return stored
+        return len(await self.load_values(keys, loader, ttl=ttl))
 
     def _detach_flights(self, keys: Iterable[K]) -> int:
         # Later callers start a fresh load instead of joining a stale one.

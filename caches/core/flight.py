@@ -115,6 +115,29 @@ class SingleFlight(Generic[K, T]):
             flight = self.start(key, fn)
         return await flight.wait()
 
+    def hold(self, key: K) -> Flight[T] | None:
+        """Hold a flight of ``key`` with no run (None if one is running or held).
+
+        For a load of many keys at once (``BoundedTTLCache.reserve``): a
+        held flight is detached like any other, nobody can join it, and a
+        caller that finds it starts a run of its own, which replaces it.
+        """
+        if key in self.flights:
+            return None
+        flight: Flight[T] = Flight()
+        self.flights[key] = flight
+        return flight
+
+    def release(self, key: K, flight: Flight[T]) -> bool:
+        """Let go of a held ``flight``; return whether it is still current.
+
+        Current: neither detached nor replaced by a run started meanwhile.
+        """
+        if self.flights.get(key) is not flight:
+            return False
+        del self.flights[key]
+        return not flight.stale
+
     def detach(self, key: K) -> Flight[T] | None:
         """Mark the run of ``key`` stale and let later callers start afresh."""
         flight = self.flights.pop(key, None)

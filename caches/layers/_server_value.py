@@ -18,8 +18,15 @@ from caches.core import MISSING, BoundedTTLCache, Loader
 from caches.db_outage import DB_ERRORS, database_failed, served_stale
 from caches.layers._feeds import Feed
 from caches.layers._maps import LayerMaps, OneMap
-from caches.layers._support import StaleFallbackCache, cached, parse_int, run_db
+from caches.layers._support import (
+    StaleFallbackCache,
+    cached,
+    parse_int,
+    run_db,
+    warm_map,
+)
 from caches.layers.declaration import (
+    GuildBatch,
     GuildScope,
     KeyShape,
     Layer,
@@ -59,7 +66,7 @@ SERVER_DISC_ID = ServerKey(
 class ServerValueLayer(OneMap[int, R]):
     """One value per server: `get` reads through, `invalidate` drops, `layer` declares."""
 
-    __slots__ = ("_load", "layer")
+    __slots__ = ("_load", "_load_of", "layer")
 
     def __init__(
         self,
@@ -68,6 +75,7 @@ class ServerValueLayer(OneMap[int, R]):
         cap_setting: str,
         ttl_setting: str,
         load: Callable[[int], R],
+        load_of: Callable[[list[int]], dict[int, R]],
         description: str,
         phrase: Callable[[int], str],
         feeds: tuple[Feed, ...],
@@ -76,6 +84,7 @@ class ServerValueLayer(OneMap[int, R]):
     ) -> None:
         super().__init__(name, cap=cap_setting, ttl=ttl_setting)
         self._load = load
+        self._load_of = load_of
         self.layer = Layer(
             name=name,
             guild=SERVER_ID.guild,
@@ -88,6 +97,7 @@ class ServerValueLayer(OneMap[int, R]):
             knobs=knobs,
             mistaken_for=population,
             reload=lambda key: run_db(load, key),
+            warm=self.warm,
         )
 
     async def get(self, server_id: int) -> R:
@@ -98,6 +108,10 @@ class ServerValueLayer(OneMap[int, R]):
         return await self.cache.get_or_load(
             server_id, lambda: run_db(self._load, server_id)
         )
+
+    async def warm(self, batch: GuildBatch) -> int:
+        """Warm a batch of servers' values (`load_of`); return how many were stored."""
+        return await warm_map(self.cache, batch.server_ids, self._load_of)
 
     def invalidate(self, server_id: int) -> int:
         """Drop the server's value; return entries removed."""

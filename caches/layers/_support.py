@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from caches.core import (
@@ -49,6 +50,19 @@ def cached(cache: BoundedTTLCache[Any, Any], key: Any) -> Any:
         cache.misses -= 1  # get_or_load, which the caller runs next, counts it
         note_miss(cache.name)
     return value
+
+
+async def warm_map(
+    cache: BoundedTTLCache[Any, Any] | StaleFallbackCache,
+    keys: Iterable[Any],
+    load_of: Callable[[list[Any]], Mapping[Any, Any]],
+) -> int:
+    """Warm `cache` with one bulk read `load_of(keys)` in the database thread.
+
+    What the read leaves out is not stored (the layer would not cache it);
+    return how many entries were stored (`BoundedTTLCache.load_many`).
+    """
+    return await cache.load_many(keys, lambda held: run_db(load_of, held))
 
 
 def parse_int_pair(text: str) -> tuple[int, int]:
@@ -140,6 +154,51 @@ class CompositeCache:
         return stats
 
 
+class GatedCache(CompositeCache):
+    """A layer's per-key map (primary) and its per-server map (`gate`), as one cache.
+
+    The keys of the two never collide (a server's is an int, the per-key
+    map's a tuple), so `keys()`, `peek()` and `in` cover both: the
+    consistency watcher samples a server's gate as it samples any entry, and
+    an operator drops either by typing its key.
+    """
+
+    def __init__(
+        self, primary: BoundedTTLCache[Any, Any], gate: BoundedTTLCache[Any, Any]
+    ) -> None:
+        super().__init__(primary, gate=gate)
+        self.gate = gate
+
+    def _holder(self, key: Any) -> BoundedTTLCache[Any, Any]:
+        return self.gate if isinstance(key, int) else self.primary
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._holder(key)
+
+    def keys(self) -> list[Any]:
+        """Return the live keys of both maps."""
+        return [*self.primary.keys(), *self.gate.keys()]
+
+    def items(self) -> list[tuple[Any, Any]]:
+        """Return the live (key, value) pairs of both maps."""
+        return [*self.primary.items(), *self.gate.items()]
+
+    def peek(self, key: Any, default: Any = MISSING) -> Any:
+        """Return the live value of `key` in the map holding its kind, uncounted."""
+        return self._holder(key).peek(key, default)
+
+
+def parse_gate_or(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Return a key parser taking "server_id" (a gate) or what `parse` takes."""
+
+    def parse_key(text: str) -> Any:
+        if ":" not in text:
+            return parse_int(text)
+        return parse(text)
+
+    return parse_key
+
+
 _SUMMED_STATS = (
     "size",
     "cap",
@@ -218,6 +277,17 @@ class StaleFallbackCache(CompositeCache):
             self.last_good.invalidate(key)
         else:
             self.last_good.set(key, value)
+
+    async def load_many(
+        self,
+        keys: Iterable[Any],
+        loader: Callable[[list[Any]], Awaitable[Mapping[Any, Any]]],
+    ) -> int:
+        """Load many keys by one call (a warm-up), each stored one remembered as good."""
+        stored = await self.primary.load_values(keys, loader)
+        for key, value in stored.items():
+            self._remember(key, value)
+        return len(stored)
 
     def stale(self, key: Any) -> Any:
         """Return the last good value of `key` (MISSING if none is kept)."""

@@ -1,8 +1,9 @@
 """Channel LLM override cache: which LLM a channel uses instead of the server's.
 
-Keyed by (server_id, channel_disc_id); a channel with no override is cached as
-None. A thread without an override of its own inherits its parent's at read
-time. A database error answers "no override" and caches nothing (see
+Keyed by (server_id, channel_disc_id), behind a per-server gate listing the
+channels that have an override: any other channel answers None with no entry
+of its own. A thread without an override of its own inherits its parent's at
+read time. A database error answers "no override" and caches nothing (see
 `_channel_override`, shared with the channel prompt layer).
 """
 
@@ -29,6 +30,7 @@ _layer: OverrideLayer[int] = OverrideLayer(
     NAME,
     cap_setting=CAP_SETTING,
     load=_load_own,
+    load_gates=lambda ids: channels_repo.channels_with_llm_override(ids),
     words=OverrideWords(
         description="Per-channel LLM overrides (None: the channel uses the server's LLM).",
         key=lambda k: f"LLM override of channel {k[1]} in server #{k[0]}",
@@ -36,7 +38,8 @@ _layer: OverrideLayer[int] = OverrideLayer(
         channel=lambda s, c: (
             f"LLM override of channel {c} and its threads in server #{s}"
         ),
-        channel_note="Drop one channel's entry (its threads inherit at read time).",
+        channel_note="Drop the server's gate and one channel's entry (its threads "
+        "inherit at read time).",
         population=PopulationSpec(
             "channel LLM overrides", population.channel_llm_overrides
         ),
@@ -51,9 +54,9 @@ _layer: OverrideLayer[int] = OverrideLayer(
 #: (also on a database error). The layer's own read: a hit is one coroutine.
 get_cached_channel_llm = _layer.get
 
-#: Drop one channel's entry, or every entry of the server; return removals.
+#: Drop the server's gate and one channel's entry (or all the server's); return removals.
 invalidate_channel_llm_cache = _layer.invalidate
-#: Drop every entry of the server; return removals.
+#: Drop the server's gate and every entry of the server; return removals.
 invalidate_channel_llm_server = _layer.invalidate_server
 
 LAYER = _layer.layer

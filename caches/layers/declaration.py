@@ -20,7 +20,7 @@ registry holds.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -107,6 +107,23 @@ class GuildScope:
 
 
 @dataclass(frozen=True)
+class GuildBatch:
+    """Servers whose per-server entries the worker warms before the gateway is ready.
+
+    Both ids of each server, in the same order: a layer takes the one it keys by.
+    """
+
+    server_ids: tuple[int, ...]
+    server_disc_ids: tuple[int, ...]
+
+
+#: Load what each server of a batch would load on its first miss, in a few
+#: queries, and store it as the layer's own loader would (never past its
+#: cap, nothing an invalidation overlapped); return how many entries it stored.
+Warm = Callable[[GuildBatch], Awaitable[int]]
+
+
+@dataclass(frozen=True)
 class EventOp:
     """One layer operation, checked when bound: calling it makes an Event."""
 
@@ -181,6 +198,8 @@ class Layer:
     mistaken_for: PopulationSpec | None = None
     #: Read one key afresh from the database (the consistency watcher).
     reload: Reload | None = None
+    #: Warm a batch of servers' entries before the gateway is ready (`caches.warm`).
+    warm: Warm | None = None
     #: False: no write can make an entry stale, so the bus never drops it.
     invalidatable: bool = True
     #: How to drop one guild's entries (None: the layer holds none per guild).

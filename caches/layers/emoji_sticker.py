@@ -22,8 +22,8 @@ from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed
 from caches.layers._maps import OneMap
 from caches.layers._server_value import SERVER_ID
-from caches.layers._support import cached, run_db
-from caches.layers.declaration import Layer, PopulationSpec
+from caches.layers._support import cached, run_db, warm_map
+from caches.layers.declaration import GuildBatch, Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
 from tomori.domain.repositories import expressions as expressions_repo
 from tomori.domain.repositories import population
@@ -171,6 +171,18 @@ def _apply_flags(
     )
 
 
+async def _warm(batch: GuildBatch) -> int:
+    """Warm a batch of servers' stored expressions (two queries); return how many.
+
+    The lazy sync check against the guild's own emojis runs at the entry's
+    next miss (the guild is not known before the gateway is ready); Discord's
+    emoji and sticker updates drop the entry meanwhile, as always.
+    """
+    return await warm_map(
+        _layer.cache, batch.server_ids, expressions_repo.load_stored_expressions_of
+    )
+
+
 def invalidate_emoji_sticker_cache(server_id: int) -> int:
     """Drop the server's expressions; return entries removed."""
     return _layer.cache.invalidate(server_id)
@@ -195,4 +207,5 @@ LAYER = Layer(
     build=_layer.build,
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("servers", population.servers),
+    warm=_warm,
 )

@@ -16,8 +16,8 @@ from typing import Literal
 from caches.core import MISSING
 from caches.layers._feeds import Feed
 from caches.layers._server_value import SERVER_ID, StaleFallbackMaps
-from caches.layers._support import cached, run_db
-from caches.layers.declaration import Layer, PopulationSpec
+from caches.layers._support import cached, run_db, warm_map
+from caches.layers.declaration import GuildBatch, Layer, PopulationSpec
 from caches.registry import EmergencyPolicy
 from tomori.domain.repositories import integrations as integrations_repo
 from tomori.domain.repositories import population
@@ -54,6 +54,17 @@ _layer: StaleFallbackMaps[int, GuildMcpConfigs] = StaleFallbackMaps(
 async def _load(server_id: int) -> GuildMcpConfigs:
     configs = await run_db(integrations_repo.list_guild_mcp_configs, server_id)
     return GuildMcpConfigs(server_id=server_id, configs=configs)
+
+
+def _configs_of(server_ids: list[int]) -> dict[int, GuildMcpConfigs]:
+    """Return the configs the layer would cache of these guilds (a warm-up's read)."""
+    found = integrations_repo.list_guild_mcp_configs_of(server_ids)
+    return {s: GuildMcpConfigs(server_id=s, configs=c) for s, c in found.items()}
+
+
+async def _warm(batch: GuildBatch) -> int:
+    """Warm a batch of guilds' configs (one query); return how many were stored."""
+    return await warm_map(_layer.cache, batch.server_ids, _configs_of)
 
 
 async def get_cached_guild_mcp_configs(server_id: int) -> GuildMcpConfigs:
@@ -97,4 +108,5 @@ LAYER = Layer(
         "servers with MCP servers", population.servers_with_mcp_servers
     ),
     reload=_load,
+    warm=_warm,
 )

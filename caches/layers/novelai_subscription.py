@@ -16,6 +16,7 @@ _layer: ServerValueLayer[NovelAiSubscriptionRecord | None] = ServerValueLayer(
     cap_setting="NOVELAI_SUBSCRIPTION_CACHE_MAX_ENTRIES",
     ttl_setting="NOVELAI_SUBSCRIPTION_CACHE_TTL_MINUTES",
     load=lambda server_id: integrations_repo.get_novelai_subscription(server_id),
+    load_of=lambda server_ids: integrations_repo.get_novelai_subscriptions(server_ids),
     description="NovelAI tier and context limit per guild (None: no subscription).",
     phrase=lambda s: f"NovelAI subscription of server #{s}",
     population=PopulationSpec(

@@ -12,8 +12,9 @@ from typing import Any
 from caches.core import MISSING
 from caches.layers._feeds import Feed
 from caches.layers._maps import OneMap
-from caches.layers._support import cached, parse_int, run_db
+from caches.layers._support import cached, parse_int, run_db, warm_map
 from caches.layers.declaration import (
+    GuildBatch,
     KeyShape,
     Layer,
     PopulationSpec,
@@ -54,6 +55,14 @@ async def get_cached_persona_sprite(persona_id: int, name: str) -> SpriteRecord 
     return None
 
 
+async def _warm(batch: GuildBatch) -> int:
+    """Warm the sprites of a batch of servers' personas (two queries); return how many."""
+    persona_ids = await run_db(sprites_repo.personas_of_servers, batch.server_ids)
+    return await warm_map(
+        _layer.cache, persona_ids, sprites_repo.list_persona_sprites_of
+    )
+
+
 def invalidate_persona_sprite_cache(persona_id: int) -> int:
     """Drop the persona's sprites; return entries removed."""
     return _layer.cache.invalidate(persona_id)
@@ -73,4 +82,5 @@ LAYER = Layer(
     settings=(CAP_SETTING, TTL_SETTING),
     mistaken_for=PopulationSpec("personas", population.personas),
     reload=lambda key: run_db(sprites_repo.list_persona_sprites, key),
+    warm=_warm,
 )

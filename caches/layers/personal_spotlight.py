@@ -20,8 +20,15 @@ from typing import Any
 from caches.core import MISSING, BoundedTTLCache, SteppedDrop, Within
 from caches.layers._feeds import Feed
 from caches.layers._maps import LayerMaps
-from caches.layers._support import CompositeCache, cached, parse_int, run_db
+from caches.layers._support import (
+    CompositeCache,
+    cached,
+    parse_int,
+    run_db,
+    warm_map,
+)
 from caches.layers.declaration import (
+    GuildBatch,
     GuildScope,
     KeyShape,
     Layer,
@@ -151,6 +158,13 @@ async def get_cached_personal_spotlight_status(
     return record
 
 
+async def _warm(batch: GuildBatch) -> int:
+    """Warm a batch of servers' gates (one query); return how many were stored."""
+    return await warm_map(
+        _layer.gate, batch.server_ids, spotlight_repo.servers_with_personal_spotlights
+    )
+
+
 def invalidate_personal_spotlight_cache(
     server_id: int, user_id: int | None = None, channel_disc_id: int | None = None
 ) -> int:
@@ -216,4 +230,5 @@ LAYER = Layer(
         ),
     ),
     mistaken_for=PopulationSpec("spotlight rows", population.spotlights),
+    warm=_warm,
 )

@@ -16,6 +16,7 @@ _layer: ServerValueLayer[StPresetRecord | None] = ServerValueLayer(
     cap_setting="ST_PRESET_CACHE_MAX_ENTRIES",
     ttl_setting="ST_PRESET_CACHE_TTL_MINUTES",
     load=lambda server_id: presets_repo.get_active_st_preset(server_id),
+    load_of=lambda server_ids: presets_repo.get_active_st_presets(server_ids),
     description="Active ST preset and its nodes per server (None: no active preset).",
     phrase=lambda s: f"ST presets of server #{s}",
     population=PopulationSpec(

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from caches.core import MISSING, BoundedTTLCache, DoNotCache
 from caches.layers._feeds import Feed, server_disc_id_of
 from caches.layers._server_value import SERVER_DISC_ID, StaleFallbackMaps
-from caches.layers._support import cached, run_db, unwrapped
-from caches.layers.declaration import Layer, LayerSettings, PopulationSpec
+from caches.layers._support import cached, run_db, unwrapped, warm_map
+from caches.layers.declaration import (
+    GuildBatch,
+    Layer,
+    LayerSettings,
+    PopulationSpec,
+)
 from caches.registry import EmergencyPolicy
 from tomori.domain.repositories import population
 from tomori.domain.repositories import servers as servers_repo
@@ -93,11 +98,27 @@ async def _load(server_disc_id: int) -> TomoriState | DoNotCache[TomoriState | N
     _layer.errors.invalidate(server_disc_id)
     if rows is None:
         return DoNotCache(None)
-    state = build_tomori_state(rows)
+    return _kept(build_tomori_state(rows))
+
+
+def _kept(state: TomoriState) -> TomoriState | DoNotCache[TomoriState | None]:
+    """Return the state as the layer keeps it."""
     # Not cached: the first persona a server adds must show up at once.
     if not state.personas or state.main_persona is None:
         return DoNotCache(state)
     return state
+
+
+def _states_of(server_disc_ids: list[int]) -> dict[int, TomoriState]:
+    """Return the states the layer would cache of these servers (a warm-up's read)."""
+    rows = servers_repo.load_tomori_state_rows_of(server_disc_ids)
+    states = {key: _kept(build_tomori_state(r)) for key, r in rows.items()}
+    return {k: v for k, v in states.items() if isinstance(v, TomoriState)}
+
+
+async def _warm(batch: GuildBatch) -> int:
+    """Warm a batch of servers' states (two queries); return how many were stored."""
+    return await warm_map(_layer.cache, batch.server_disc_ids, _states_of)
 
 
 async def get_cached_tomori_state(server_disc_id: int) -> TomoriState | None:
@@ -172,4 +193,5 @@ LAYER = Layer(
         "configured servers (API key set)", population.configured_servers
     ),
     reload=lambda key: _reload(key),
+    warm=_warm,
 )

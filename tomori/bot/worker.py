@@ -6,8 +6,10 @@ Start-up order (settings were validated by the command's system checks):
 1. libvips limits, before any image work (they configure one shared instance);
 2. subscribe to the bus (invalidations and operator commands) — before
    warming, so no invalidation committed during the warm-up is missed;
-3. warm the LLM cache, the catalogs (stored snapshots first, network later)
-   and the preset avatars;
+3. warm the LLM cache, the catalogs (stored snapshots first, network later),
+   the preset avatars, then the per-server entries of the shards' guilds
+   (`caches.warm`: a few queries per table, within WORKER_WARM_TIMEOUT_SECONDS;
+   a slow or failing database leaves the worker to start cold);
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
    catalog stale check, live snapshot, heap trim (caches/memory/heap_trim.py);
 5. log in (to Discord, or to the built-in simulated Discord).
@@ -60,7 +62,11 @@ from caches.discord_caches import run_discord_sweepers
 from caches.memory.emergency import install_emergency_handler
 from caches.memory.guard import MemoryGuard, run_memory_monitor, set_current_guard
 from caches.memory.heap_trim import HEAP_TRIM_SECONDS, set_mmap_threshold, trim_heap
-from caches.memory.readers import HostMemorySampler, detect_memory_limit_bytes
+from caches.memory.readers import (
+    HostMemorySampler,
+    detect_memory_limit_bytes,
+    read_rss_bytes,
+)
 from caches.memory.vips import apply_libvips_settings
 from caches.messages import TrafficFigures, WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
@@ -291,6 +297,25 @@ class BotWorker:
             )
         except Exception as exc:  # noqa: BLE001 (re-warmed lazily)
             logger.warning("preset avatars not warmed: %s", exc)
+        await self._warm_guilds()
+
+    async def _warm_guilds(self) -> None:
+        """Warm the shards' guilds' per-server entries, within its deadline (one line)."""
+        from caches.warm import warm_guilds
+
+        timeout = knobs().WORKER_WARM_TIMEOUT_SECONDS
+        if not timeout:
+            logger.info("guild caches not warmed (WORKER_WARM_TIMEOUT_SECONDS=0)")
+            return
+        before = read_rss_bytes() or 0
+        report = await warm_guilds(
+            shard_ids=self.options.shard_ids,
+            shard_count=self.options.shard_count,
+            timeout=timeout,
+        )
+        grown = ((read_rss_bytes() or 0) - before) / 2**20
+        log = logger.warning if report.stopped else logger.info
+        log("guild caches: %s (RSS %+.1f MB)", report.line(), grown)
 
     async def _start_catalogs(self) -> None:
         overrides: dict[str, Any] = {}

@@ -29,6 +29,12 @@ RESTRICTED = dataclasses.replace(
     restricts_by_role=True,
 )
 
+#: A server's rows: the whitelist on, no channel, and a role whitelist (or none).
+ROLE_WHITELIST = channels_repo.ServerWhitelist(
+    known=True, enabled=True, channels={}, allowed_roles=frozenset({99})
+)
+OPEN_WHITELIST = dataclasses.replace(ROLE_WHITELIST, allowed_roles=frozenset())
+
 TTL = 5 * 60.0
 CHANNEL, OTHER, THREAD = 111, 222, 333
 
@@ -78,7 +84,7 @@ def test_thread_and_channel_checks_do_not_collide(run, guarded):
     server, _ = guarded
     assert not status(run, server, THREAD, role_ids=[]).channel_allowed
     assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[]).allowed
-    assert len(channel_whitelist._layer.cache) == 2
+    assert len(channel_whitelist._layer.decisions) == 2
 
 
 def test_role_restriction_and_unknown_roles(run, guarded):
@@ -131,7 +137,7 @@ def test_operator_key_invalidates_the_entry_it_names(run, guarded):
         "channel_whitelist", f"{server.server_disc_id}:{THREAD}:{CHANNEL}:3,5"
     )
     assert registry.invalidate("channel_whitelist", key) == 1
-    assert len(channel_whitelist._layer.cache) == 1
+    assert len(channel_whitelist._layer.decisions) == 1
 
 
 def test_role_order_does_not_create_a_second_entry(
@@ -142,12 +148,12 @@ def test_role_order_does_not_create_a_second_entry(
     with django_assert_num_queries(0):
         status(run, server, CHANNEL, role_ids=[2, 3, 1, 1])
         status(run, server, CHANNEL, role_ids=(1, 2, 3))
-    assert len(channel_whitelist._layer.cache) == 1
+    assert len(channel_whitelist._layer.decisions) == 1
 
 
 def test_entry_expires_after_ttl(run, guarded, count_calls, clock):
     server, _ = guarded
-    loads = count_calls(channels_repo, "load_whitelist_decision")
+    loads = count_calls(channels_repo, "load_server_whitelist")
     status(run, server, CHANNEL, role_ids=[])
     clock.advance(TTL - 1)
     status(run, server, CHANNEL, role_ids=[])
@@ -167,8 +173,9 @@ def test_channel_op_drops_the_channel_and_its_threads_only(run, guarded):
     removed = registry.apply(
         "channel_whitelist", "channel", server.server_disc_id, CHANNEL
     )
-    assert removed == 3
-    assert len(channel_whitelist._layer.cache) == 2
+    assert removed == 3 + 1  # and the server's rows
+    assert len(channel_whitelist._layer.decisions) == 2
+    assert server.server_disc_id not in channel_whitelist._layer.servers
 
 
 def test_invalidating_a_parent_refreshes_its_threads(run, guarded):
@@ -186,8 +193,9 @@ def test_server_op_drops_only_that_server(run, guarded, make_server):
     status(run, server, CHANNEL, role_ids=[])
     status(run, server, OTHER, role_ids=[])
     status(run, other, CHANNEL, role_ids=[])
-    assert registry.apply("channel_whitelist", "server", server.server_disc_id) == 2
-    assert len(channel_whitelist._layer.cache) == 1
+    assert registry.apply("channel_whitelist", "server", server.server_disc_id) == 3
+    assert len(channel_whitelist._layer.decisions) == 1
+    assert list(channel_whitelist._layer.servers.keys()) == [other.server_disc_id]
 
 
 def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
@@ -206,10 +214,11 @@ def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
     key = (disc, CHANNEL, channel_whitelist.NO_PARENT, channel_whitelist.ANY_ROLES)
 
     async def drop_then_read() -> int:
-        # 102 answers (the thread's counted once, though under two channels).
-        assert channel_whitelist.invalidate_whitelist_cache(disc) == 102
+        # 102 answers (the thread's counted once, though under two channels)
+        # and the server's rows.
+        assert channel_whitelist.invalidate_whitelist_cache(disc) == 103
         assert disc in channel_whitelist._layer.drops.pending
-        assert channel_whitelist._layer.cache.peek(
+        assert channel_whitelist._layer.decisions.peek(
             key
         ).channel_allowed  # still resident
         decision = await get_cached_whitelist_status(disc, CHANNEL, role_ids=[])
@@ -219,13 +228,13 @@ def test_a_server_drop_on_the_loop_goes_in_steps_and_serves_nothing_stale(
                 break
             await asyncio.sleep(0)
         assert not channel_whitelist._layer.drops.pending
-        return len(channel_whitelist._layer.cache)
+        return len(channel_whitelist._layer.decisions)
 
     assert run(drop_then_read) == 1  # the other server's answer only
     assert channel_whitelist._layer.drops.steps >= 102 // 32
     # Once the drop is done, answers are cached again.
     assert not status(run, server, CHANNEL, role_ids=[]).channel_allowed
-    assert channel_whitelist._layer.cache.peek(key) is not MISSING
+    assert channel_whitelist._layer.decisions.peek(key) is not MISSING
 
 
 def test_unknown_server_allows(run):
@@ -235,7 +244,7 @@ def test_unknown_server_allows(run):
 
 def test_database_error_propagates_and_caches_nothing(run, guarded, db_down):
     server, _ = guarded
-    db_down(channels_repo, "load_whitelist_decision")
+    db_down(channels_repo, "load_server_whitelist")
     with pytest.raises(OperationalError):
         status(run, server, CHANNEL, role_ids=[])
     assert len(channel_whitelist._layer.cache) == 0
@@ -244,13 +253,13 @@ def test_database_error_propagates_and_caches_nothing(run, guarded, db_down):
 async def test_stored_keys_share_one_role_set_per_distinct_roles(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from caches.layers import channel_whitelist as layer
 
-    async def decide(*_args, **_kw):  # type: ignore[no-untyped-def]
-        return RESTRICTED
+    async def rows(*_args, **_kw):  # type: ignore[no-untyped-def]
+        return ROLE_WHITELIST
 
-    monkeypatch.setattr(layer, "run_db", decide)
+    monkeypatch.setattr(layer, "run_db", rows)
     await layer.get_cached_whitelist_status(1, 10, role_ids=[3, 2, 1])
     await layer.get_cached_whitelist_status(1, 11, role_ids=(1, 2, 3))
-    keys = layer._layer.cache.keys_in_scope("server", 1)
+    keys = layer._layer.decisions.keys_in_scope("server", 1)
     assert len(keys) == 2 and keys[0][3] is keys[1][3] == frozenset({1, 2, 3})
 
 
@@ -258,22 +267,24 @@ def test_a_server_without_role_whitelist_keeps_one_answer_per_channel(
     run, guarded, count_calls
 ):
     server, _ = guarded
-    loads = count_calls(channels_repo, "load_whitelist_decision")
+    loads = count_calls(channels_repo, "load_server_whitelist")
     for roles in ([1], [2, 3], [], None):
         assert status(run, server, CHANNEL, role_ids=roles).allowed
     assert status(run, server, THREAD, parent_disc_id=CHANNEL, role_ids=[4]).allowed
-    # One load and one "*" entry per channel, whatever the members' roles.
-    assert loads.calls == 2
-    assert sorted(channel_whitelist._layer.cache.keys()) == [
+    # One load of the server's rows and one "*" entry per channel, whatever
+    # the members' roles.
+    assert loads.calls == 1
+    assert sorted(channel_whitelist._layer.decisions.keys()) == [
         (server.server_disc_id, CHANNEL, 0, channel_whitelist.ANY_ROLES),
         (server.server_disc_id, THREAD, CHANNEL, channel_whitelist.ANY_ROLES),
     ]
     stats = channel_whitelist._layer.cache.stats()
     assert (stats["hits"], stats["misses"]) == (3, 2)  # one count per question
+    assert stats["loads"] == 2  # the first decision's and the rows'
     # The thread's "*" entry belongs to its parent channel's scope too.
     assert (
         registry.apply("channel_whitelist", "channel", server.server_disc_id, CHANNEL)
-        == 2
+        == 2 + 1  # and the server's rows
     )
 
 
@@ -283,7 +294,7 @@ def test_a_server_with_a_role_whitelist_keeps_answers_per_role_set(run, guarded)
     assert status(run, server, CHANNEL, role_ids=[7]).allowed is True
     assert status(run, server, CHANNEL, role_ids=[8]).allowed is False
     assert status(run, server, CHANNEL, role_ids=[7]).allowed is True  # a hit
-    stored = channel_whitelist._layer.cache.keys()
+    stored = channel_whitelist._layer.decisions.keys()
     assert {key[3] for key in stored} == {frozenset({7}), frozenset({8})}
 
 
@@ -292,11 +303,11 @@ async def test_an_answer_dropped_during_its_load_is_not_kept_under_any_roles(
 ) -> None:  # type: ignore[no-untyped-def]
     from caches.layers import channel_whitelist as layer
 
-    async def decide(*_args, **_kw):  # type: ignore[no-untyped-def]
+    async def rows(*_args, **_kw):  # type: ignore[no-untyped-def]
         layer.invalidate_server_whitelist(1)  # a save lands mid-load
-        return dataclasses.replace(RESTRICTED, restricts_by_role=False)
+        return OPEN_WHITELIST
 
-    monkeypatch.setattr(layer, "run_db", decide)
+    monkeypatch.setattr(layer, "run_db", rows)
     decision = await layer.get_cached_whitelist_status(1, 10, role_ids=[3])
     assert not decision.restricts_by_role
     assert len(layer._layer.cache) == 0
@@ -324,7 +335,7 @@ async def test_a_stale_load_does_not_move_a_newer_answer_to_any_roles(
 
         return load
 
-    monkeypatch.setattr(layer, "_loader", loader)
+    monkeypatch.setattr(layer, "_decider", loader)
     stale = asyncio.create_task(layer.get_cached_whitelist_status(1, 10, role_ids=[1]))
     await asyncio.sleep(0)
     layer.invalidate_server_whitelist(1)  # a WhitelistedRole is added mid-load
@@ -335,4 +346,4 @@ async def test_a_stale_load_does_not_move_a_newer_answer_to_any_roles(
     gates[0].set()
     assert not (await stale).restricts_by_role  # its caller gets what it read
     # The newer, role-restricted answer stays under its role set only.
-    assert layer._layer.cache.keys() == [(1, 10, 0, frozenset({1}))]
+    assert layer._layer.decisions.keys() == [(1, 10, 0, frozenset({1}))]

@@ -70,7 +70,7 @@ from tomori.domain.repositories import spotlight as spotlight_repo
 from tomori.domain.repositories import sprites as sprites_repo
 from tomori.domain.repositories import users as users_repo
 from tomori.domain.repositories import webhooks as webhooks_repo
-from tomori.domain.repositories.channels import WhitelistDecision
+from tomori.domain.repositories.channels import ServerWhitelist
 
 load_all()  # every layer module registers its layer
 
@@ -125,29 +125,26 @@ def _emoji_sticker(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
 
 
 def _channel_whitelist(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
-    # Answers that depend on the roles: one entry per role set, as the cases
-    # need (an answer for every role set is kept once, under "*").
+    # A role whitelist: answers depend on the roles, one entry per role set
+    # (an answer for every role set is kept once, under "*").
     mp.setattr(
         channels_repo,
-        "load_whitelist_decision",
-        lambda **kw: loads(
-            WhitelistDecision(
-                server_known=True,
-                whitelist_enabled=True,
-                channel_allowed=True,
-                role_allowed=True,
-                inherited_from_parent=False,
-                persona_ids=(kw["channel_disc_id"],),
-                cooldown=None,
-                restricts_by_role=True,
+        "load_server_whitelist",
+        lambda server_disc_id: loads(
+            ServerWhitelist(
+                known=True,
+                enabled=False,
+                channels={},
+                allowed_roles=frozenset({server_disc_id}),
             )
         ),
     )
 
     async def read(i: int) -> Any:
-        # Threads and plain channels; roles unknown, none, or some.
+        # One server per entry, so the servers' rows fill as fast as the
+        # decisions; threads and plain channels; roles unknown, none, or some.
         return await channel_whitelist.get_cached_whitelist_status(
-            1,
+            i,
             i + 1,
             parent_disc_id=i if i % 2 else None,
             role_ids=None if i % 3 == 0 else range(i % 3 - 1),
@@ -157,21 +154,32 @@ def _channel_whitelist(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
 
 
 def _channel_llm(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
+    # Every channel has an override, so both the gates and the values fill.
+    mp.setattr(
+        channels_repo,
+        "channels_with_llm_override",
+        lambda server_ids: loads({s: frozenset({s}) for s in server_ids}),
+    )
     mp.setattr(
         channels_repo,
         "get_channel_llm_overrides",
         lambda *, server_id, channel_disc_ids: loads({c: 7 for c in channel_disc_ids}),
     )
-    return lambda i: channel_llm.get_cached_channel_llm(1, i)
+    return lambda i: channel_llm.get_cached_channel_llm(i, i)
 
 
 def _channel_prompt(mp: pytest.MonkeyPatch, loads: Loads) -> Read:
     mp.setattr(
         channels_repo,
+        "channels_with_prompt_override",
+        lambda server_ids: loads({s: frozenset({s}) for s in server_ids}),
+    )
+    mp.setattr(
+        channels_repo,
         "get_channel_prompt_override",
         lambda **kw: loads(f"prompt {kw['channel_disc_id']}"),
     )
-    return lambda i: channel_prompt.get_cached_channel_prompt(1, i)
+    return lambda i: channel_prompt.get_cached_channel_prompt(i, i)
 
 
 def _persona_sprite(mp: pytest.MonkeyPatch, loads: Loads) -> Read:

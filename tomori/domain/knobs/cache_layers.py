@@ -48,6 +48,12 @@ class CacheKnobs:
     )
     CHANNEL_LLM_CACHE_MAX_ENTRIES: int = cap(20_000, "channel LLM override cache")
     CHANNEL_PROMPT_CACHE_MAX_ENTRIES: int = cap(20_000, "channel system prompt cache")
+    CHANNEL_GATE_MAX_ENTRIES: int = cap(
+        5000,
+        "per-server maps of the channel whitelist, LLM and prompt caches (one "
+        "entry per server in each: the channels with an override, the "
+        "whitelist's rows)",
+    )
     PERSONAL_SPOTLIGHT_CACHE_TTL_MINUTES: int = minutes(
         5, "TTL of the personal spotlight gate and result maps."
     )

@@ -61,6 +61,14 @@ class DatabaseKnobs:
         minimum=0.01,
         maximum=600,
     )
+    WORKER_WARM_TIMEOUT_SECONDS: float = knob(
+        15.0,
+        "At start, before logging in, the worker warms its guilds' per-server cache "
+        "entries for at most this long (0: not at all); past it, or on a database "
+        "error, it starts with what is warm.",
+        minimum=0,
+        maximum=600,
+    )
     WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = knob(
         15.0,
         "SIGTERM: the worker lets its running turns finish (half of this less 1 s, "

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from django.db import transaction
 
@@ -74,6 +75,62 @@ UNKNOWN_SERVER_DECISION = WhitelistDecision(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class WhitelistedChannelRecord:
+    """A whitelisted channel's restrictions: its personas (empty: any) and cooldown."""
+
+    persona_ids: tuple[int, ...]
+    cooldown: CooldownOverride | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWhitelist:
+    """What every whitelist decision of one server is computed from.
+
+    `known` False: no server row (every decision is UNKNOWN_SERVER_DECISION).
+    `channels` holds the whitelisted channels (rows exist whether or not the
+    whitelist is enabled); `allowed_roles` empty: no role whitelist.
+    """
+
+    known: bool
+    enabled: bool
+    channels: Mapping[int, WhitelistedChannelRecord]
+    allowed_roles: frozenset[int]
+
+    def decide(
+        self,
+        channel_disc_id: int,
+        parent_disc_id: int | None,
+        role_ids: Collection[int] | None,
+    ) -> WhitelistDecision:
+        """Decide the channel (or its parent, for a thread) and the member's roles."""
+        if not self.known:
+            return UNKNOWN_SERVER_DECISION
+        row = self.channels.get(channel_disc_id)
+        inherited = False
+        if row is None and parent_disc_id is not None:
+            row = self.channels.get(parent_disc_id)
+            inherited = row is not None
+        return WhitelistDecision(
+            server_known=True,
+            whitelist_enabled=self.enabled,
+            channel_allowed=not self.enabled or row is not None,
+            role_allowed=_role_allowed(self.allowed_roles, role_ids),
+            inherited_from_parent=inherited,
+            persona_ids=row.persona_ids if row is not None else (),
+            cooldown=row.cooldown if row is not None else None,
+            restricts_by_role=bool(self.allowed_roles),
+        )
+
+
+#: The channels of a server that whitelists none (shared: most servers).
+_NO_CHANNELS: Mapping[int, WhitelistedChannelRecord] = MappingProxyType({})
+
+UNKNOWN_SERVER_WHITELIST = ServerWhitelist(
+    known=False, enabled=False, channels=_NO_CHANNELS, allowed_roles=frozenset()
+)
+
+
 def load_whitelist_decision(
     *,
     server_disc_id: int,
@@ -82,56 +139,76 @@ def load_whitelist_decision(
     role_ids: Collection[int] | None,
 ) -> WhitelistDecision:
     """Decide the channel (or its parent, for a thread) and the member's roles."""
-    server = Server.objects.filter(server_disc_id=server_disc_id).first()
-    if server is None:
-        return UNKNOWN_SERVER_DECISION
-    row, inherited = _whitelisted_row(server.pk, channel_disc_id, parent_disc_id)
-    cooldown = None
-    if row is not None and row.cooldown_type != CooldownType.NONE:
-        cooldown = CooldownOverride(row.cooldown_type, row.cooldown_seconds)
-    allowed_roles = _allowed_roles(server.pk)
-    return WhitelistDecision(
-        server_known=True,
-        whitelist_enabled=server.channel_whitelist_enabled,
-        channel_allowed=not server.channel_whitelist_enabled or row is not None,
-        role_allowed=_role_allowed(allowed_roles, role_ids),
-        inherited_from_parent=inherited,
-        persona_ids=tuple(sorted(p.pk for p in row.personas.all())) if row else (),
-        cooldown=cooldown,
-        restricts_by_role=bool(allowed_roles),
+    return load_server_whitelist(server_disc_id).decide(
+        channel_disc_id, parent_disc_id, role_ids
     )
 
 
-def _whitelisted_row(
-    server_id: int, channel_disc_id: int, parent_disc_id: int | None
-) -> tuple[WhitelistedChannel | None, bool]:
-    ids = (
-        [channel_disc_id]
-        if parent_disc_id is None
-        else [channel_disc_id, parent_disc_id]
+def load_server_whitelist(server_disc_id: int) -> ServerWhitelist:
+    """Return what the server's whitelist decisions are computed from."""
+    return load_server_whitelists([server_disc_id])[server_disc_id]
+
+
+def load_server_whitelists(
+    server_disc_ids: Collection[int],
+) -> dict[int, ServerWhitelist]:
+    """Return each server's whitelist, in 3 or 4 queries for all of them.
+
+    Every id asked is answered (UNKNOWN_SERVER_WHITELIST without a server row).
+    """
+    return _whitelists(server_disc_ids, _server_flags(server_disc_ids))
+
+
+def _server_flags(server_disc_ids: Collection[int]) -> dict[int, tuple[int, bool]]:
+    """Return {server_disc_id: (server_id, whitelist enabled)} of the known servers."""
+    rows = Server.objects.filter(server_disc_id__in=list(server_disc_ids)).values_list(
+        "server_disc_id", "pk", "channel_whitelist_enabled"
     )
-    rows = {
-        row.channel_disc_id: row
-        for row in WhitelistedChannel.objects.filter(
-            server_id=server_id, channel_disc_id__in=ids
-        ).prefetch_related("personas")
-    }
-    if channel_disc_id in rows:
-        return rows[channel_disc_id], False
-    if parent_disc_id is not None and parent_disc_id in rows:
-        return rows[parent_disc_id], True
-    return None, False
+    return {disc_id: (pk, flag) for disc_id, pk, flag in rows}
 
 
-def _allowed_roles(server_id: int) -> set[int]:
-    return set(
-        WhitelistedRole.objects.filter(server_id=server_id).values_list(
-            "role_disc_id", flat=True
+def _whitelists(
+    server_disc_ids: Collection[int], flags: dict[int, tuple[int, bool]]
+) -> dict[int, ServerWhitelist]:
+    server_ids = [pk for pk, _ in flags.values()]
+    channels = _whitelisted_channels(server_ids)
+    roles: dict[int, set[int]] = {server_id: set() for server_id in server_ids}
+    rows = WhitelistedRole.objects.filter(server_id__in=server_ids).values_list(
+        "server_id", "role_disc_id"
+    )
+    for server_id, role_disc_id in rows:
+        roles[server_id].add(role_disc_id)
+    found = dict.fromkeys(server_disc_ids, UNKNOWN_SERVER_WHITELIST)
+    for disc_id, (pk, enabled) in flags.items():
+        found[disc_id] = ServerWhitelist(
+            known=True,
+            enabled=enabled,
+            channels=channels.get(pk, _NO_CHANNELS),
+            allowed_roles=frozenset(roles[pk]),
         )
-    )
+    return found
 
 
-def _role_allowed(allowed: set[int], role_ids: Collection[int] | None) -> bool | None:
+def _whitelisted_channels(
+    server_ids: Collection[int],
+) -> dict[int, dict[int, WhitelistedChannelRecord]]:
+    """Return {server_id: {channel_disc_id: its record}} (two queries, one if none)."""
+    rows = WhitelistedChannel.objects.filter(server_id__in=list(server_ids))
+    found: dict[int, dict[int, WhitelistedChannelRecord]] = {}
+    for row in rows.prefetch_related("personas"):
+        cooldown = None
+        if row.cooldown_type != CooldownType.NONE:
+            cooldown = CooldownOverride(row.cooldown_type, row.cooldown_seconds)
+        personas = tuple(sorted(p.pk for p in row.personas.all()))
+        found.setdefault(row.server_id, {})[row.channel_disc_id] = (
+            WhitelistedChannelRecord(personas, cooldown)
+        )
+    return found
+
+
+def _role_allowed(
+    allowed: frozenset[int], role_ids: Collection[int] | None
+) -> bool | None:
     if not allowed:
         return True  # the server does not restrict by role
     if role_ids is None:
@@ -148,6 +225,33 @@ def get_channel_llm_overrides(
             server_id=server_id, channel_disc_id__in=list(channel_disc_ids)
         ).values_list("channel_disc_id", "llm_id")
     )
+
+
+def channels_with_llm_override(
+    server_ids: Collection[int],
+) -> dict[int, frozenset[int]]:
+    """Return {server_id: the channels with an LLM override} for every server asked."""
+    return _channels_by_server(ChannelLlmOverride, server_ids)
+
+
+def channels_with_prompt_override(
+    server_ids: Collection[int],
+) -> dict[int, frozenset[int]]:
+    """Return {server_id: the channels with a prompt override} for every server asked."""
+    return _channels_by_server(ChannelPromptOverride, server_ids)
+
+
+def _channels_by_server(
+    model: type[ChannelLlmOverride | ChannelPromptOverride],
+    server_ids: Collection[int],
+) -> dict[int, frozenset[int]]:
+    found: dict[int, set[int]] = {server_id: set() for server_id in server_ids}
+    rows = model.objects.filter(server_id__in=list(found)).values_list(
+        "server_id", "channel_disc_id"
+    )
+    for server_id, channel_disc_id in rows:
+        found[server_id].add(channel_disc_id)
+    return {server_id: frozenset(channels) for server_id, channels in found.items()}
 
 
 def get_channel_prompt_override(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from sys import intern
@@ -86,17 +86,55 @@ def load_stored_expressions(
         ) or (False, False)
         emoji_enabled = flags[0] if emoji_enabled is None else emoji_enabled
         sticker_enabled = flags[1] if sticker_enabled is None else sticker_enabled
-    kinds = [k for k, on in _kinds(emoji_enabled, sticker_enabled) if on]
-    rows: dict[str, list[ExpressionRecord]] = {kind: [] for kind in kinds}
-    if kinds:
-        for row in ServerExpression.objects.filter(server_id=server_id, kind__in=kinds):
-            rows[row.kind].append(_record(row))
-    return StoredExpressions(
-        emoji_enabled=emoji_enabled,
-        sticker_enabled=sticker_enabled,
-        emojis=tuple(rows[ExpressionKind.EMOJI]) if emoji_enabled else None,
-        stickers=tuple(rows[ExpressionKind.STICKER]) if sticker_enabled else None,
+    return _stored({server_id: (emoji_enabled, sticker_enabled)})[server_id]
+
+
+def load_stored_expressions_of(
+    server_ids: Collection[int],
+) -> dict[int, StoredExpressions]:
+    """Load each known server's rows of its enabled categories (two queries).
+
+    The flags are the server row's, as a turn passes them (its Tomori state's).
+    """
+    flags = Server.objects.filter(pk__in=list(server_ids)).values_list(
+        "pk", "emoji_usage_enabled", "sticker_usage_enabled"
     )
+    return _stored({pk: (emoji, sticker) for pk, emoji, sticker in flags})
+
+
+def _stored(flags: dict[int, tuple[bool, bool]]) -> dict[int, StoredExpressions]:
+    """Return each server's StoredExpressions from its flags (one query, or none)."""
+    rows: dict[tuple[int, str], list[ExpressionRecord]] = {}
+    for server_id, (emoji, sticker) in flags.items():
+        for kind, on in _kinds(emoji, sticker):
+            if on:
+                rows[server_id, kind] = []
+    if rows:
+        wanted = ServerExpression.objects.filter(  # ordered: server, kind, name
+            server_id__in={server_id for server_id, _ in rows},
+            kind__in={kind for _, kind in rows},
+        )
+        for row in wanted:
+            kept = rows.get((row.server_id, row.kind))
+            if kept is not None:
+                kept.append(_record(row))
+    return {
+        server_id: StoredExpressions(
+            emoji_enabled=emoji,
+            sticker_enabled=sticker,
+            emojis=_rows_of(rows, server_id, ExpressionKind.EMOJI),
+            stickers=_rows_of(rows, server_id, ExpressionKind.STICKER),
+        )
+        for server_id, (emoji, sticker) in flags.items()
+    }
+
+
+def _rows_of(
+    rows: dict[tuple[int, str], list[ExpressionRecord]], server_id: int, kind: str
+) -> tuple[ExpressionRecord, ...] | None:
+    """Return a category's rows, None when it is disabled (not loaded)."""
+    kept = rows.get((server_id, kind))
+    return None if kept is None else tuple(kept)
 
 
 def _kinds(emoji: bool, sticker: bool) -> list[tuple[str, bool]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,18 +42,38 @@ def _mcp_record(row: GuildMcpServerConfig) -> McpServerConfigRecord:
 
 def list_guild_mcp_configs(server_id: int) -> tuple[McpServerConfigRecord, ...]:
     """Return the guild's MCP server configs, by name."""
-    rows = GuildMcpServerConfig.objects.filter(server_id=server_id).order_by("name")
-    return tuple(_mcp_record(row) for row in rows)
+    return list_guild_mcp_configs_of([server_id])[server_id]
+
+
+def list_guild_mcp_configs_of(
+    server_ids: Collection[int],
+) -> dict[int, tuple[McpServerConfigRecord, ...]]:
+    """Return each guild's MCP server configs, by name (one query)."""
+    found: dict[int, list[McpServerConfigRecord]] = {s: [] for s in server_ids}
+    rows = GuildMcpServerConfig.objects.filter(server_id__in=list(found)).order_by(
+        "server_id", "name"
+    )
+    for row in rows:
+        found[row.server_id].append(_mcp_record(row))
+    return {server_id: tuple(configs) for server_id, configs in found.items()}
 
 
 def get_novelai_subscription(server_id: int) -> NovelAiSubscriptionRecord | None:
     """Return the guild's NovelAI subscription, or None."""
-    row = (
-        NovelAiSubscription.objects.filter(server_id=server_id)
-        .values_list("tier", "context_limit")
-        .first()
+    return get_novelai_subscriptions([server_id])[server_id]
+
+
+def get_novelai_subscriptions(
+    server_ids: Collection[int],
+) -> dict[int, NovelAiSubscriptionRecord | None]:
+    """Return each guild's NovelAI subscription, or None (one query)."""
+    found: dict[int, NovelAiSubscriptionRecord | None] = dict.fromkeys(server_ids)
+    rows = NovelAiSubscription.objects.filter(server_id__in=list(found)).values_list(
+        "server_id", "tier", "context_limit"
     )
-    return NovelAiSubscriptionRecord(tier=row[0], context_limit=row[1]) if row else None
+    for server_id, tier, context_limit in rows:
+        found[server_id] = NovelAiSubscriptionRecord(tier, context_limit)
+    return found
 
 
 # Writes.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,17 +72,32 @@ def get_preset_persona(preset_id: int) -> PresetPersonaRecord | None:
 
 def get_active_st_preset(server_id: int) -> StPresetRecord | None:
     """Return the server's active ST preset with its nodes, or None."""
-    preset = StPreset.objects.filter(server_id=server_id, is_active=True).first()
-    if preset is None:
-        return None
-    nodes = StPresetNode.objects.filter(preset_id=preset.pk).order_by("position", "id")
-    return StPresetRecord(
-        id=preset.pk,
-        name=preset.name,
-        nodes=tuple(
-            StPresetNodeRecord(n.position, n.role, n.content, n.enabled) for n in nodes
-        ),
+    return get_active_st_presets([server_id])[server_id]
+
+
+def get_active_st_presets(
+    server_ids: Collection[int],
+) -> dict[int, StPresetRecord | None]:
+    """Return each server's active ST preset with its nodes, or None (two queries)."""
+    found: dict[int, StPresetRecord | None] = dict.fromkeys(server_ids)
+    presets = {
+        preset.pk: preset
+        # At most one active preset per server (a constraint).
+        for preset in StPreset.objects.filter(server_id__in=list(found), is_active=True)
+    }
+    nodes: dict[int, list[StPresetNodeRecord]] = {pk: [] for pk in presets}
+    rows = StPresetNode.objects.filter(preset_id__in=list(presets)).order_by(
+        "preset_id", "position", "id"
     )
+    for n in rows:
+        nodes[n.preset_id].append(
+            StPresetNodeRecord(n.position, n.role, n.content, n.enabled)
+        )
+    for pk, preset in presets.items():
+        found[preset.server_id] = StPresetRecord(
+            id=pk, name=preset.name, nodes=tuple(nodes[pk])
+        )
+    return found
 
 
 # Writes.

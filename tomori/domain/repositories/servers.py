@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Mod
 
 from tomori.domain.models import Persona, Server, ServerModelConfig
 from tomori.domain.repositories._fields import build, save_changes
@@ -116,25 +119,53 @@ def get_server(server_id: int) -> ServerRecord | None:
 
 def load_tomori_state_rows(server_disc_id: int) -> TomoriStateRows | None:
     """Return the server, its model config and its personas, or None if unknown."""
-    server = (
-        Server.objects.select_related("model_config")
-        .filter(server_disc_id=server_disc_id)
-        .first()
+    return load_tomori_state_rows_of([server_disc_id]).get(server_disc_id)
+
+
+def load_tomori_state_rows_of(
+    server_disc_ids: Collection[int],
+) -> dict[int, TomoriStateRows]:
+    """Return {server_disc_id: its rows} of the known servers (two queries)."""
+    servers = Server.objects.select_related("model_config").filter(
+        server_disc_id__in=list(server_disc_ids)
     )
-    if server is None:
-        return None
+    personas: dict[int, list[PersonaRecord]] = {}
+    found = {server.pk: server for server in servers}
+    rows = Persona.objects.filter(server_id__in=list(found)).order_by(
+        "server_id", "-is_main", "position", "id"
+    )
+    for persona in rows:
+        personas.setdefault(persona.server_id, []).append(persona_record(persona))
+    return {
+        server.server_disc_id: TomoriStateRows(
+            server=server_record(server),
+            model_config=_config_of(server),
+            personas=tuple(personas.get(pk, ())),
+        )
+        for pk, server in found.items()
+    }
+
+
+def _config_of(server: Server) -> ModelConfigRecord | None:
     try:
-        config: ServerModelConfig | None = server.model_config
+        config: ServerModelConfig = server.model_config
     except ServerModelConfig.DoesNotExist:
-        config = None
-    personas = Persona.objects.filter(server_id=server.pk).order_by(
-        "-is_main", "position", "id"
-    )
-    return TomoriStateRows(
-        server=server_record(server),
-        model_config=_model_config_record(config) if config is not None else None,
-        personas=tuple(persona_record(p) for p in personas),
-    )
+        return None
+    return _model_config_record(config)
+
+
+def shard_servers(
+    shard_ids: Sequence[int] | None, shard_count: int | None
+) -> list[tuple[int, int]]:
+    """Return (server_id, server_disc_id) of the servers on these shards (all: None).
+
+    Discord puts a guild on shard (guild_id >> 22) % shard_count.
+    """
+    servers = Server.objects.order_by("pk")
+    if shard_ids is not None and shard_count is not None:
+        shard = Mod(F("server_disc_id") / 2**22, shard_count)
+        servers = servers.alias(shard=shard).filter(shard__in=list(shard_ids))
+    return list(servers.values_list("pk", "server_disc_id"))
 
 
 def get_server_api_key(server_id: int) -> str | None:

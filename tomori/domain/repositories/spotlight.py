@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,11 +36,18 @@ def _unexpired(now: datetime) -> Q:
 
 def server_has_personal_spotlights(server_id: int) -> bool:
     """Tell whether the server has any spotlight that has not expired."""
-    return (
-        PersonalSpotlight.objects.filter(server_id=server_id)
+    return servers_with_personal_spotlights([server_id])[server_id]
+
+
+def servers_with_personal_spotlights(server_ids: Collection[int]) -> dict[int, bool]:
+    """Tell of each server whether it has a spotlight that has not expired (one query)."""
+    having = set(
+        PersonalSpotlight.objects.filter(server_id__in=list(server_ids))
         .filter(_unexpired(timezone.now()))
-        .exists()
+        .values_list("server_id", flat=True)
+        .distinct()
     )
+    return {server_id: server_id in having for server_id in server_ids}
 
 
 def get_personal_spotlight_status(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -79,10 +79,29 @@ def _record(row: PersonaSprite) -> SpriteRecord:
 
 def list_persona_sprites(persona_id: int) -> tuple[SpriteRecord, ...]:
     """Return a persona's sprites in order (position, then id)."""
-    rows = PersonaSprite.objects.filter(persona_id=persona_id).order_by(
-        "position", "id"
+    return list_persona_sprites_of([persona_id])[persona_id]
+
+
+def list_persona_sprites_of(
+    persona_ids: Collection[int],
+) -> dict[int, tuple[SpriteRecord, ...]]:
+    """Return each persona's sprites in order (position, then id) in one query."""
+    found: dict[int, list[SpriteRecord]] = {p: [] for p in persona_ids}
+    rows = PersonaSprite.objects.filter(persona_id__in=list(found)).order_by(
+        "persona_id", "position", "id"
     )
-    return tuple(_record(row) for row in rows)
+    for row in rows:
+        found[row.persona_id].append(_record(row))
+    return {persona_id: tuple(sprites) for persona_id, sprites in found.items()}
+
+
+def personas_of_servers(server_ids: Collection[int]) -> list[int]:
+    """Return the ids of the personas of these servers."""
+    return list(
+        Persona.objects.filter(server_id__in=list(server_ids))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
 
 
 def _check_sprite(sprite: SpriteInput) -> None:

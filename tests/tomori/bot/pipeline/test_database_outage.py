@@ -122,6 +122,9 @@ async def test_a_whitelist_failure_ends_the_turn_db_unavailable(
     user = await allowed_member(world, guild)
     first, second = text_channel(world, guild), text_channel(world, guild, index=1)
     assert (await bot.speak(guild, user, first)).outcome is Outcome.OK
+    # A new key is decided from the server's cached rows: drop them, so the
+    # new key must load.
+    registry.apply("channel_whitelist", "key", guild)
 
     proxied.refuse()
     turn = await bot.speak(guild, user, second)  # a new whitelist key: a load

@@ -25,8 +25,17 @@ def cached(name: str, key: Any) -> bool:
 def whitelist_keys_of(guild_id: int, channel_id: int | None = None) -> list[Any]:
     """Return the whitelist keys of a guild (or of one channel of it)."""
     cache: Any = registry.get("channel_whitelist")
-    keys = cache.keys()  # a snapshot list of the live keys
-    return [k for k in keys if k[0] == guild_id and channel_id in (None, k[1])]
+    keys = cache.keys()  # a snapshot list of the live keys (a server's rows: an int)
+    return [
+        k
+        for k in keys
+        if isinstance(k, tuple) and k[0] == guild_id and channel_id in (None, k[1])
+    ]
+
+
+def decisions() -> Any:
+    """Return the whitelist's decision map (the layer's main map)."""
+    return registry.get("channel_whitelist").maps()["primary"]
 
 
 async def warm_turn(bot: Bot, *, channel: int | None = None) -> ResolvedTurn:
@@ -81,8 +90,11 @@ async def test_thread_delete_drops_the_threads_whitelist_llm_and_prompt_entries(
     thread = await bot.sim.thread_create(guild, parent, "short-lived")
     turn = await warm_turn(bot, channel=thread)
     assert whitelist_keys_of(guild, thread)
-    assert cached("channel_llm", (turn.server_id, thread))
-    assert cached("channel_prompt", (turn.server_id, thread))
+    # The thread has no override: the server's gates answered it.
+    assert cached("channel_llm", turn.server_id)
+    assert cached("channel_prompt", turn.server_id)
+    await warm_turn(bot, channel=parent)
+    parent_keys = whitelist_keys_of(guild, parent)
 
     payload = {
         "id": str(thread),
@@ -94,9 +106,9 @@ async def test_thread_delete_drops_the_threads_whitelist_llm_and_prompt_entries(
     await bot.client.wait_for_count("invalidate_thread", 1, timeout=10)
 
     assert whitelist_keys_of(guild, thread) == []
-    assert not cached("channel_llm", (turn.server_id, thread))
-    assert not cached("channel_prompt", (turn.server_id, thread))
-    assert cached("channel_llm", (turn.server_id, parent))  # the parent stays
+    assert not cached("channel_llm", turn.server_id)  # the gates go with it
+    assert not cached("channel_prompt", turn.server_id)
+    assert whitelist_keys_of(guild, parent) == parent_keys  # the parent's stay
 
 
 async def test_role_delete_drops_the_servers_whitelist_entries(bot: Bot) -> None:
@@ -158,7 +170,7 @@ def _steps(coro: Any) -> int:
 def test_a_big_guild_is_dropped_in_turns_and_only_that_guild(monkeypatch) -> None:
     from tomori.bot.pipeline import discord_events
 
-    whitelist: Any = registry.get("channel_whitelist")
+    whitelist = decisions()
     user: Any = registry.get("user")
     big, other = 111, 222
     for i in range(1000):
@@ -185,7 +197,7 @@ def test_a_big_guild_is_dropped_in_turns_and_only_that_guild(monkeypatch) -> Non
 def test_a_role_deletion_drains_the_whitelist_in_turns(monkeypatch) -> None:
     from tomori.bot.pipeline import discord_events
 
-    whitelist: Any = registry.get("channel_whitelist")
+    whitelist = decisions()
     for i in range(100):
         whitelist.set((111, 1000, 0, frozenset({i})), object())
     monkeypatch.setattr(discord_events, "DRAIN_BUDGET_SECONDS", 0.0)
