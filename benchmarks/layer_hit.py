@@ -1,4 +1,4 @@
-"""Time layer hits (tomori_state, user row, whitelist, spotlight) in a checkout, or this one.
+"""Time layer hits (tomori_state, user row, whitelist, spotlight, channel overrides) in a checkout, or this one.
 
 Run: DATABASE_URL=... .venv/bin/python benchmarks/layer_hit.py [path/to/checkout]
      DATABASE_URL=... .venv/bin/python benchmarks/layer_hit.py --base OLD [--rounds 200]
@@ -36,9 +36,9 @@ Round = Callable[[], float]
 TIMING: dict[str, Any] = {"calls": CALLS, "clock": time.perf_counter}
 
 
-def drive(fn: Callable[..., Any], *args: Any) -> Any:
+def drive(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a coroutine that must not suspend (a hit) and return its value."""
-    coro = fn(*args)
+    coro = fn(*args, **kwargs)
     try:
         coro.send(None)
     except StopIteration as stop:
@@ -112,6 +112,7 @@ def setup(root: Path) -> dict[str, Round]:
         results.set((key, 3, 5), SpotlightRecord(9, later))
     spotlight = personal_spotlight.get_cached_personal_spotlight_status
     whitelist = channel_whitelist.get_cached_whitelist_status
+    llm_override, prompt = fill_overrides(keys)
 
     async def awaits_nothing(key: int, *_: int) -> int:
         return key
@@ -130,7 +131,56 @@ def setup(root: Path) -> dict[str, Round]:
             lambda k: drive(spotlight, k, 2, 5), spot_keys
         ),
         "spotlight_expiring": one_round(lambda k: drive(spotlight, k, 3, 5), spot_keys),
+        "channel_llm_none": one_round(lambda k: drive(llm_override, k, 5), keys),
+        "channel_llm_thread": one_round(
+            lambda k: drive(llm_override, k, 8, parent_disc_id=5), keys
+        ),
+        "channel_llm_override": one_round(lambda k: drive(llm_override, k, 6), keys),
+        "channel_prompt_none": one_round(lambda k: drive(prompt, k, 5), keys),
     }
+
+
+def fill_overrides(keys: list[int]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Fill the channel LLM and prompt layers through their own reads; return both.
+
+    In every server channel 6 overrides its LLM, channels 5 and 8 (a thread
+    of 5) have no override: the repository reads are replaced (no database),
+    and the layers fill as that checkout's code does (per-channel entries, or
+    a gate per server and an entry per override).
+    """
+    import asyncio
+
+    from caches.layers import channel_llm, channel_prompt
+    from tomori.domain.repositories import channels as repo
+
+    overridden = {6: 7}
+    fakes: dict[str, Any] = {
+        "get_channel_llm_overrides": lambda *, server_id, channel_disc_ids: {
+            c: overridden[c] for c in channel_disc_ids if c in overridden
+        },
+        "get_channel_prompt_override": lambda **_: None,
+        "channels_with_llm_override": lambda ids: {
+            s: frozenset(overridden) for s in ids
+        },
+        "channels_with_prompt_override": lambda ids: {s: frozenset() for s in ids},
+    }
+    for name, fake in fakes.items():
+        if hasattr(repo, name):  # a checkout without gates lacks the last two
+            setattr(repo, name, fake)
+    llm, prompt = (
+        channel_llm.get_cached_channel_llm,
+        channel_prompt.get_cached_channel_prompt,
+    )
+
+    async def fill() -> None:
+        for key in keys:
+            for channel in (5, 6):
+                await llm(key, channel)
+            await llm(key, 8, parent_disc_id=5)
+            await prompt(key, 5)
+
+    asyncio.run(fill())
+    return llm, prompt
 
 
 def print_figures(figures: dict[str, float]) -> None:

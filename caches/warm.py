@@ -70,9 +70,27 @@ class WarmReport:
         return f"{done}, then stopped ({self.stopped}): the rest loads on first use"
 
 
+#: The order a turn reads them in, so a warm-up cut short by its deadline has
+#: done the first reads of every guild first; others follow, as declared.
+TURN_ORDER = (
+    "tomori_state",
+    "channel_whitelist",
+    "personal_spotlight",
+    "channel_llm",
+    "channel_prompt",
+    "persona_sprite",
+    "emoji_sticker",
+    "guild_mcp_config",
+    "st_preset",
+    "novelai_subscription",
+)
+
+
 def warmed_layers() -> list[Layer]:
-    """Return the declared layers that warm per guild, in declaration order."""
-    return [layer for layer in declared_layers().values() if layer.warm is not None]
+    """Return the declared layers that warm per guild, in the order a turn reads them."""
+    layers = [layer for layer in declared_layers().values() if layer.warm is not None]
+    rank = {name: i for i, name in enumerate(TURN_ORDER)}
+    return sorted(layers, key=lambda layer: rank.get(layer.name, len(rank)))
 
 
 def batches(servers: Sequence[tuple[int, int]], size: int) -> list[GuildBatch]:

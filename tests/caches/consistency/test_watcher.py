@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from caches.consistency import NINES_CAP, ConsistencyWatcher, nines
-from caches.core import FakeClock
+from caches.core import MISSING, FakeClock
 from caches.layers import tomori_state
 from caches.registry import registry
 from tomori.domain import models as m
@@ -118,4 +118,54 @@ def test_every_watched_layer_reloads_what_it_caches():
             registry, checks_per_second=1, bound_seconds=1
         ).watched()
     }
-    assert {"tomori_state", "user", "st_preset", "guild_mcp_config"} <= watched
+    assert {
+        "tomori_state",
+        "user",
+        "st_preset",
+        "guild_mcp_config",
+        "channel_whitelist",
+        "channel_llm",
+        "channel_prompt",
+    } <= watched
+
+
+@sync_to_async
+def override_behind_the_caches_back(server_disc_id: int, channel: int) -> int:
+    server = m.Server.objects.get(server_disc_id=server_disc_id)
+    llm = m.Llm.objects.create(provider="openrouter", codename=f"m-{channel}")
+    with connection.cursor() as cursor:  # no invalidation rule sees it
+        cursor.execute(
+            f"INSERT INTO {m.ChannelLlmOverride._meta.db_table} "
+            "(server_id, channel_disc_id, llm_id, updated_at) "
+            "VALUES (%s, %s, %s, now())",
+            [server.pk, channel, llm.pk],
+        )
+    return server.pk
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_gates_of_the_channel_layers_are_sampled_and_repaired(watcher, clock):
+    from caches.layers import channel_llm, channel_whitelist
+
+    server, _ = await guild("main")
+    await channel_whitelist.get_cached_whitelist_status(server, 5, role_ids=[])
+    server_id = await sync_to_async(
+        lambda: m.Server.objects.get(server_disc_id=server).pk
+    )()
+    assert await channel_llm.get_cached_channel_llm(server_id, 5) is None
+    # Both maps of each layer are sampled: the server's gate (or rows) too.
+    whitelist = registry.entry("channel_whitelist")
+    sampled = whitelist.cache.keys()  # type: ignore[attr-defined]
+    assert server in sampled
+    for key in sampled:
+        await watcher.check_key(whitelist, key)
+    assert watcher.summary()["channel_whitelist"]["checked"] == 2
+
+    await override_behind_the_caches_back(server, 5)
+    entry = registry.entry("channel_llm")
+    await watcher.check_key(entry, server_id)  # the gate: a suspect
+    clock.advance(BOUND + 1)
+    await watcher.check_key(entry, server_id)
+    assert watcher.summary()["channel_llm"]["inconsistent"] == 1
+    assert channel_llm._layer.gate.peek(server_id) is MISSING  # repaired
+    assert await channel_llm.get_cached_channel_llm(server_id, 5) is not None

@@ -108,3 +108,39 @@ async def test_a_loader_error_stores_nothing_and_leaves_no_flight(
     assert len(cache) == 0
     stats = cache.stats()
     assert (stats["in_flight"], stats["load_failures"]) == (0, 1)
+
+
+async def test_a_key_the_loader_leaves_out_is_not_stored(fake_clock: FakeClock) -> None:
+    cache = cache_of(fake_clock)
+
+    async def some(keys: list[str]) -> Mapping[str, str]:
+        return {"b": "v-b"}
+
+    assert await cache.load_values(["a", "b"], some) == {"b": "v-b"}
+    assert cache.peek("a", None) is None
+
+
+async def test_only_the_room_under_the_cap_is_loaded(fake_clock: FakeClock) -> None:
+    cache: BoundedTTLCache[str, str] = BoundedTTLCache(
+        "bulk", maxsize=3, ttl=60, clock=fake_clock
+    )
+    cache.set("old", "kept")
+    loader = HeldLoader()
+    loader.release.set()
+    assert await cache.load_many(["a", "b", "c", "d"], loader) == 2
+    assert loader.calls == [["a", "b"]]  # nothing asked for past the room
+    assert cache.peek("old") == "kept" and cache.stats()["evictions"] == 0
+
+
+async def test_a_cancelled_call_lets_go_of_its_keys(fake_clock: FakeClock) -> None:
+    cache = cache_of(fake_clock)
+    loader = HeldLoader()
+    load = asyncio.create_task(cache.load_many(["a"], loader))
+    await loader.entered.wait()
+    load.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await load
+    assert cache.stats()["in_flight"] == 0 and len(cache) == 0
+    loader = HeldLoader()
+    loader.release.set()
+    assert await cache.load_many(["a"], loader) == 1  # nothing still held
