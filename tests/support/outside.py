@@ -20,3 +20,20 @@ def outside_client(*, application_name: str = "psql") -> psycopg.Connection[Any]
         autocommit=True,
         application_name=application_name,
     )
+
+
+def registry_follower() -> Any:
+    """Return an outbox follower applying what it reads to this process's registry.
+
+    Poll it by hand (`poll_once()`; the first poll starts at the newest row).
+    """
+    from caches import bus
+    from caches.outbox import OutboxFollower
+    from caches.registry import registry
+
+    return OutboxFollower(
+        deliver=lambda rows: [bus.apply_to_registry(list(row[0])) for row in rows],
+        flush=lambda reason: registry.clear_invalidatable(),
+        interval=0.5,
+        retention=3600.0,
+    )

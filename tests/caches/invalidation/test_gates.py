@@ -21,7 +21,6 @@ import pytest
 
 from caches import bus
 from caches.core import MISSING
-from caches.outbox import OutboxFollower
 from caches.registry import registry
 from tests.caches.invalidation import probes
 from tests.caches.invalidation.conftest import (
@@ -30,7 +29,7 @@ from tests.caches.invalidation.conftest import (
     World,
     run_in_another_process,
 )
-from tests.support.outside import outside_client
+from tests.support.outside import outside_client, registry_follower
 from tomori.domain import models as m
 
 SEEN, NEW, FAR = 70, 71, 72  # warmed, first asked after the write, a row's old home
@@ -300,12 +299,7 @@ def test_a_whitelisting_written_outside_django_reaches_the_rows(
     layers: Layers, world: World, django_assert_num_queries
 ) -> None:
     server = world.server(channel_whitelist_enabled=True)
-    follower = OutboxFollower(
-        deliver=lambda rows: [bus.apply_to_registry(list(row[0])) for row in rows],
-        flush=lambda reason: registry.clear_invalidatable(),
-        interval=0.5,
-        retention=3600.0,
-    )
+    follower = registry_follower()
     follower.poll_once()  # starts at the newest row
     layers.warm(probes.whitelist(server, SEEN, roles=[]))
     with django_assert_num_queries(0):

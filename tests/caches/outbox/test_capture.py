@@ -17,13 +17,13 @@ from asgiref.sync import async_to_sync
 from django.core import checks
 from django.db import connection, migrations
 
-from caches import bus, outbox
+from caches import outbox
 from caches.core import MISSING
 from caches.layers import tomori_state
 from caches.models import InvalidationOutbox
-from caches.outbox import OutboxFollower, capture
+from caches.outbox import capture
 from caches.registry import Event, registry
-from tests.support.outside import outside_client
+from tests.support.outside import outside_client, registry_follower
 from tomori.domain import models as m
 
 pytestmark = [
@@ -260,12 +260,7 @@ def test_raw_sql_in_a_django_transaction_goes_out_with_its_write(psql) -> None:
 
 def test_the_follower_applies_an_outside_write_to_the_real_layer(psql) -> None:
     server, persona = guild("old")
-    follower = OutboxFollower(
-        deliver=lambda rows: [bus.apply_to_registry(list(row[0])) for row in rows],
-        flush=lambda reason: registry.clear_invalidatable(),
-        interval=0.5,
-        retention=3600.0,
-    )
+    follower = registry_follower()
     follower.poll_once()  # starts at the newest row
     assert names(server) == ["old"]
     psql.execute("UPDATE personas SET name = 'new' WHERE id = %s", [persona.pk])

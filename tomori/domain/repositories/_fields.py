@@ -1,11 +1,15 @@
-"""Shared helpers of the repositories' write services."""
+"""Shared helpers of the repositories: write services, reads of many keys at once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, TypeVar
 
 from django.db import models
+
+K = TypeVar("K")
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 def check_fields(allowed: Iterable[str], fields: Mapping[str, Any]) -> None:
@@ -40,3 +44,19 @@ def build(
     """Return an unsaved row of `model` from its key fields and the caller's fields."""
     check_fields(allowed, fields)
     return model(**keys, **fields)
+
+
+def grouped(
+    keys: Collection[K],
+    rows: Iterable[R],
+    key_of: Callable[[R], K],
+    record: Callable[[R], T],
+) -> dict[K, tuple[T, ...]]:
+    """Return {key: the records of its rows, in row order} for every key asked.
+
+    A read of many keys at once (a warm-up): a key no row has gets ().
+    """
+    found: dict[K, list[T]] = {key: [] for key in keys}
+    for row in rows:
+        found[key_of(row)].append(record(row))
+    return {key: tuple(records) for key, records in found.items()}

@@ -17,6 +17,7 @@ from tomori.domain.models import (
     WhitelistedChannel,
     WhitelistedRole,
 )
+from tomori.domain.repositories._fields import grouped
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,12 +246,10 @@ def _channels_by_server(
     model: type[ChannelLlmOverride | ChannelPromptOverride],
     server_ids: Collection[int],
 ) -> dict[int, frozenset[int]]:
-    found: dict[int, set[int]] = {server_id: set() for server_id in server_ids}
-    rows = model.objects.filter(server_id__in=list(found)).values_list(
+    rows = model.objects.filter(server_id__in=list(server_ids)).values_list(
         "server_id", "channel_disc_id"
     )
-    for server_id, channel_disc_id in rows:
-        found[server_id].add(channel_disc_id)
+    found = grouped(server_ids, rows, lambda row: row[0], lambda row: row[1])
     return {server_id: frozenset(channels) for server_id, channels in found.items()}
 
 

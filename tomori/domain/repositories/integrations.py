@@ -9,6 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from tomori.domain.models import GuildMcpServerConfig, NovelAiSubscription
+from tomori.domain.repositories._fields import grouped
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +50,13 @@ def list_guild_mcp_configs_of(
     server_ids: Collection[int],
 ) -> dict[int, tuple[McpServerConfigRecord, ...]]:
     """Return each guild's MCP server configs, by name (one query)."""
-    found: dict[int, list[McpServerConfigRecord]] = {s: [] for s in server_ids}
-    rows = GuildMcpServerConfig.objects.filter(server_id__in=list(found)).order_by(
-        "server_id", "name"
+    rows = GuildMcpServerConfig.objects.filter(server_id__in=list(server_ids))
+    return grouped(
+        server_ids,
+        rows.order_by("server_id", "name"),
+        lambda row: row.server_id,
+        _mcp_record,
     )
-    for row in rows:
-        found[row.server_id].append(_mcp_record(row))
-    return {server_id: tuple(configs) for server_id, configs in found.items()}
 
 
 def get_novelai_subscription(server_id: int) -> NovelAiSubscriptionRecord | None:

@@ -12,6 +12,7 @@ from django.db.models import Max
 from tomori.domain.knobs import knobs
 from tomori.domain.models import Persona, PersonaSprite, PersonaSpriteMessage
 from tomori.domain.models.sprites import SPRITE_INSTRUCTIONS_DB_MAX
+from tomori.domain.repositories._fields import grouped
 
 
 class SpriteLimitError(ValueError):
@@ -86,13 +87,13 @@ def list_persona_sprites_of(
     persona_ids: Collection[int],
 ) -> dict[int, tuple[SpriteRecord, ...]]:
     """Return each persona's sprites in order (position, then id) in one query."""
-    found: dict[int, list[SpriteRecord]] = {p: [] for p in persona_ids}
-    rows = PersonaSprite.objects.filter(persona_id__in=list(found)).order_by(
-        "persona_id", "position", "id"
+    rows = PersonaSprite.objects.filter(persona_id__in=list(persona_ids))
+    return grouped(
+        persona_ids,
+        rows.order_by("persona_id", "position", "id"),
+        lambda row: row.persona_id,
+        _record,
     )
-    for row in rows:
-        found[row.persona_id].append(_record(row))
-    return {persona_id: tuple(sprites) for persona_id, sprites in found.items()}
 
 
 def personas_of_servers(server_ids: Collection[int]) -> list[int]:
