@@ -141,16 +141,33 @@ class OverrideLayer(LayerMaps, Generic[V]):
         self, server_id: int, channel_disc_id: int, *, parent_disc_id: int | None = None
     ) -> V | None:
         """Return the channel's override, else its parent's (a thread); None on a database error."""
+        gate = self.gate.get(server_id)  # read inline: a hit awaits nothing
+        if gate is not MISSING:
+            if channel_disc_id not in gate and parent_disc_id not in gate:
+                self.values.hits += 1  # the gate answered: a hit of the layer
+                return None
+            if channel_disc_id in gate:
+                value = self.values.get((server_id, channel_disc_id))
+                if value is not MISSING and value is not None:
+                    return value  # type: ignore[no-any-return]
+                if value is MISSING:
+                    self.values.misses -= 1  # the load below counts it
+        return await self._resolve(server_id, channel_disc_id, parent_disc_id, gate)
+
+    async def _resolve(
+        self,
+        server_id: int,
+        channel_disc_id: int,
+        parent_disc_id: int | None,
+        gate: frozenset[int] | Any,
+    ) -> V | None:
+        """The rest of `get`: load the gate or an entry, or read a thread's parent."""
         try:
-            gate = self.gate.get(server_id)  # read inline: a hit awaits nothing
             if gate is MISSING:
                 gate = await self._load_gate(server_id)
                 if channel_disc_id not in gate and parent_disc_id not in gate:
                     self.values.misses += 1  # the layer's read loaded the gate
                     return None
-            elif channel_disc_id not in gate and parent_disc_id not in gate:
-                self.values.hits += 1  # the gate answered: a hit of the layer
-                return None
             value = None
             if channel_disc_id in gate:
                 value = await self.own(server_id, channel_disc_id)
