@@ -143,15 +143,15 @@ class OverrideLayer(LayerMaps, Generic[V]):
         """Return the channel's override, else its parent's (a thread); None on a database error."""
         gate = self.gate.get(server_id)  # read inline: a hit awaits nothing
         if gate is not MISSING:
-            if channel_disc_id not in gate and parent_disc_id not in gate:
-                self.values.hits += 1  # the gate answered: a hit of the layer
-                return None
             if channel_disc_id in gate:
                 value = self.values.get((server_id, channel_disc_id))
                 if value is not MISSING and value is not None:
                     return value  # type: ignore[no-any-return]
                 if value is MISSING:
                     self.values.misses -= 1  # the load below counts it
+            elif parent_disc_id not in gate:
+                self.values.hits += 1  # the gate answered: a hit of the layer
+                return None
         return await self._resolve(server_id, channel_disc_id, parent_disc_id, gate)
 
     async def _resolve(
