@@ -61,13 +61,12 @@ def check_webhook_key_versions(
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
     from caches.layers.webhook import describe_missing_keys, webhooks_under_missing_keys
+    from caches.operations.faults import first_line
 
     try:
         counts = webhooks_under_missing_keys()
-    except (
-        DatabaseError
-    ) as exc:  # not migrated yet, or unreachable: other checks say so
-        logger.info("check caches.W010 skipped: %s", exc)
+    except DatabaseError as exc:  # not migrated yet, or unreachable: others say so
+        logger.info("check caches.W010 skipped: %s", first_line(exc))
         return []
     if not counts:
         return []

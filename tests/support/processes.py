@@ -1,9 +1,13 @@
-"""Run a Python process of the project's (a writer, a shell) and check how it ended."""
+"""Run a process of the project's: to its end (a writer, a shell), or watched as it runs."""
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,15 +18,91 @@ def run_python(
     env: dict[str, str] | None = None,
     returncode: int = 0,
     timeout: float = 120,
+    with_stderr: bool = False,
 ) -> str:
-    """Run `python *args` from the repository root; assert its exit code; return its stdout."""
+    """Run `python *args` from the repository root; assert its exit code; return its stdout.
+
+    `with_stderr`: return stderr too, interleaved (where the logs go).
+    """
     done = subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if with_stderr else subprocess.PIPE,
         text=True,
         timeout=timeout,
     )
-    assert done.returncode == returncode, done.stderr
+    assert done.returncode == returncode, done.stderr or done.stdout
     return done.stdout
+
+
+class WatchedProcess:
+    """A subprocess whose output lines (stdout and stderr) can be awaited."""
+
+    def __init__(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: dict[str, str],
+        cwd: Path = ROOT,
+        new_session: bool = False,
+    ) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=new_session,  # a terminal's foreground job
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """Return the first output line containing `text`; fail on exit or timeout."""
+        for line in self.lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout  # in all, however many lines come
+        while True:
+            try:
+                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {text!r} within {timeout}s:\n{self.output}"
+                ) from None
+            if line is None:
+                raise AssertionError(f"it exited before {text!r}:\n{self.output}")
+            self.lines.append(line)
+            if text in line:
+                return line
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Wait for the process to end, draining its output; return the exit code."""
+        code = self.proc.wait(timeout)
+        while (line := self._queue.get(timeout=5)) is not None:
+            self.lines.append(line)
+        return code
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self) -> None:
+        """SIGTERM (a clean stop), SIGKILL after 15 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)

@@ -58,6 +58,28 @@ from tomori.domain.knobs import knobs
 
 logger = logging.getLogger(__name__)
 
+#: What discord.py's first Client logs when its voice extra (PyNaCl, davey) is
+#: not installed. A worker joins no voice channel (voice states come with the
+#: gateway and need neither), so it does not warn about voice: what voice would
+#: need is in docs/operations.md#voice.
+VOICE_NOT_INSTALLED = frozenset(
+    {
+        "PyNaCl is not installed, voice will NOT be supported",
+        "davey is not installed, voice will NOT be supported",
+    }
+)
+
+
+class VoiceNotUsedFilter(logging.Filter):
+    """Drop discord.client's "voice will NOT be supported" records, and only those."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but the two of VOICE_NOT_INSTALLED."""
+        return record.msg not in VOICE_NOT_INSTALLED
+
+
+_VOICE_FILTER = VoiceNotUsedFilter()
+
 IdentifyHook = Callable[..., Awaitable[None]]
 
 
@@ -287,6 +309,8 @@ def build_client(
     between IDENTIFYs (pass a no-op against the simulator).
     """
     merged = client_options(**options)
+    # Before the first Client: it logs the voice warnings from its __init__.
+    logging.getLogger("discord.client").addFilter(_VOICE_FILTER)  # once: idempotent
     if shard_ids is None and shard_count is None:
         return TomoriClient(
             pipeline=pipeline, before_identify_hook=before_identify_hook, **merged
