@@ -67,9 +67,12 @@ class WatchedProcess:
             self._queue.put(line)
         self._queue.put(None)
 
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        """Return the first output line containing `text`; fail on exit or timeout."""
-        for line in self.lines:
+    def wait_for(self, text: str, timeout: float = 60, *, after: int = 0) -> str:
+        """Return the first output line containing `text`; fail on exit or timeout.
+
+        `after`: look only at the lines after the first `after` (a later one).
+        """
+        for line in self.lines[after:]:
             if text in line:
                 return line
         deadline = time.monotonic() + timeout  # in all, however many lines come

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import re
 import signal
-import subprocess
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.faults import free_port
-from tests.tomori.bot.worker.conftest import BotProcess
+from tests.support.processes import WatchedProcess
 from tests.topology.conftest import bare_env, run_in
 
 pytestmark = pytest.mark.e2e
@@ -31,22 +28,13 @@ pytestmark = pytest.mark.e2e
 PROCESSES = ("redis", "openrouter", "worker", "beat", "bot", "admin")
 
 
-class Topology(BotProcess):
+class Topology(WatchedProcess):
     """`make serve` in its own session (as a terminal's foreground job), output awaited."""
 
     def __init__(self, checkout: Path) -> None:
-        self.proc = subprocess.Popen(
-            ["make", "serve"],
-            cwd=checkout,
-            env=bare_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+        super().__init__(
+            ["make", "serve"], env=bare_env(), cwd=checkout, new_session=True
         )
-        self.lines = []
-        self._queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
 
     def started_pids(self) -> dict[str, int]:
         """Return each Procfile process's pid (honcho makes each a process group)."""

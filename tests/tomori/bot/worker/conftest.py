@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from tests.support.processes import WatchedProcess
 from tomori.bot.simulator import SimulatedDiscord
 from tomori.bot.simulator.payloads import Payload
 
@@ -34,8 +33,8 @@ def test_database_url() -> str:
     return f"postgres://{user}@{params['HOST'] or '127.0.0.1'}:{params['PORT'] or 5432}/{params['NAME']}"
 
 
-class BotProcess:
-    """A runbot subprocess whose output lines can be awaited."""
+class BotProcess(WatchedProcess):
+    """A runbot subprocess on the test database, whose output lines can be awaited."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         full_env = {
@@ -47,65 +46,9 @@ class BotProcess:
             "SHARD_LOCK_TTL_SECONDS": "4",
             **(env or {}),
         }
-        self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "runbot", *args],
-            cwd=ROOT,
-            env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        super().__init__(
+            [sys.executable, "manage.py", "runbot", *args], env=full_env, cwd=ROOT
         )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, text: str, timeout: float = 60, *, after: int = 0) -> str:
-        """Return the first output line containing `text`; fail on exit or timeout.
-
-        `after`: look only at the lines after the first `after` (a later one).
-        """
-        for seen in self.lines[after:]:
-            if text in seen:
-                return seen
-        deadline = time.monotonic() + timeout  # in all, however many lines come
-        while True:
-            try:
-                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                raise AssertionError(
-                    f"no {text!r} within {timeout}s:\n{self.output}"
-                ) from None
-            if line is None:
-                raise AssertionError(f"runbot exited before {text!r}:\n{self.output}")
-            self.lines.append(line)
-            if text in line:
-                return line
-
-    def wait_exit(self, timeout: float = 30) -> int:
-        """Wait for the process to end, draining its output; return the exit code."""
-        code = self.proc.wait(timeout)
-        while (line := self._queue.get(timeout=5)) is not None:
-            self.lines.append(line)
-        return code
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # a clean stop releases the shard lock
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
 
 @pytest.fixture
