@@ -86,8 +86,7 @@ serve:
 	$(PY) -m tomori.devenv write-env
 	REDIS_URL= $(PY) manage.py migrate --noinput
 	REDIS_URL= $(PY) manage.py seed_demo
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONUNBUFFERED=1 \
-	  $(VENV)/bin/honcho start --procfile Procfile --env "$${TOMORI_ENV_FILE:-.env}"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONUNBUFFERED=1 $(PY) -m tomori.devenv start
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || ( \

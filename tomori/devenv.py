@@ -12,7 +12,10 @@ are not Django's:
   lets the other processes disconnect first (they release the shard lock
   and withdraw their snapshot on the way out), then stops the server;
 - `fake-openrouter` serves the sample catalogs on the loopback port of
-  OPENROUTER_BASE_URL, so the bot worker and the Celery task fetch the same.
+  OPENROUTER_BASE_URL, so the bot worker and the Celery task fetch the same;
+- `start` runs the Procfile under honcho with the .env read beneath the
+  environment: a variable set in the environment wins over the file, in
+  every process (honcho's own --env would put the file on top).
 
 `env_file_path()` is also where tomori/settings.py finds the .env file.
 """
@@ -31,6 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -47,6 +51,10 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 FAKE_OPENROUTER_PATH = "/api/v1"
 # Under honcho's 5 s between SIGTERM and SIGKILL.
 REDIS_CLIENTS_GRACE_SECONDS = 3.0
+#: redis-server's start-up warning when vm.overcommit_memory is 0. It is about
+#: background saves and replication, and this Redis does neither (no
+#: persistence, no replica): a healthy `make run` prints no WARNING.
+REDIS_OVERCOMMIT_WARNING = b"WARNING Memory overcommit must be enabled!"
 PR_SET_PDEATHSIG = 1
 
 
@@ -181,6 +189,24 @@ def fake_openrouter_command(base_url: str) -> list[str]:
     return [sys.executable, "-m", "caches.catalogs.fake_server", "--port", str(port)]
 
 
+def honcho_command(procfile: str) -> list[str]:
+    """Return the argv of honcho on `procfile`, reading no env file of its own.
+
+    The caller has read the .env into its environment beneath what was set
+    there already; honcho hands that environment to every process.
+    """
+    return [
+        sys.executable,
+        "-m",
+        "honcho",
+        "start",
+        "--procfile",
+        procfile,
+        "--env",
+        os.devnull,
+    ]
+
+
 def serve_redis(argv: list[str], *, port: int) -> int:
     """Run redis-server until SIGTERM/SIGINT, then stop it once its clients have left.
 
@@ -190,9 +216,17 @@ def serve_redis(argv: list[str], *, port: int) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+    server = subprocess.Popen(
+        argv,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
     def watch() -> None:
+        assert server.stdout is not None
+        _pass_on(server.stdout, drop=REDIS_OVERCOMMIT_WARNING)
         server.wait()
         stop.set()
 
@@ -202,6 +236,14 @@ def serve_redis(argv: list[str], *, port: int) -> int:
         _wait_for_clients_to_leave(port, timeout=REDIS_CLIENTS_GRACE_SECONDS)
         server.terminate()
     return server.wait()
+
+
+def _pass_on(lines: IO[bytes], *, drop: bytes) -> None:
+    """Copy `lines` to stdout as they come, but those holding `drop`."""
+    for line in lines:
+        if drop not in line:
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
 
 
 def _die_with_parent() -> None:
@@ -252,6 +294,8 @@ def _parser() -> argparse.ArgumentParser:
     write.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT)
     commands.add_parser("redis", help="run redis-server on REDIS_URL's port")
     commands.add_parser("fake-openrouter", help="serve the sample catalogs")
+    start = commands.add_parser("start", help="run the Procfile under honcho")
+    start.add_argument("--procfile", default="Procfile")
     return parser
 
 
@@ -271,8 +315,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "redis":
         port = loopback_port("REDIS_URL", _required("REDIS_URL"), scheme="redis")
         return serve_redis(redis_command(port), port=port)
-    argv = fake_openrouter_command(_required("OPENROUTER_BASE_URL"))
-    # exec: the process manager's SIGTERM reaches the server itself.
+    if args.command == "start":
+        argv = honcho_command(args.procfile)
+    else:
+        argv = fake_openrouter_command(_required("OPENROUTER_BASE_URL"))
+    # exec: the terminal's Ctrl-C reaches honcho, the process manager's SIGTERM
+    # the server itself.
     os.execv(argv[0], argv)
     return 0  # not reached
 
