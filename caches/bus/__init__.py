@@ -39,6 +39,7 @@ __all__ = [
     "flush_registry",
     "get_bus",
     "outbox_options",
+    "require_sendable",
     "send_command",
     "set_command_handler",
     "start_subscriber",
@@ -153,6 +154,11 @@ def send_command(command: AnyCommand, *, timeout: float) -> list[WorkerReply]:
     Raises BusUnavailable when Redis cannot be reached (nothing was delivered).
     """
     return get_bus().send_command(command, timeout=timeout)
+
+
+def require_sendable(*, timeout: float) -> None:
+    """Raise BusUnavailable (saying nothing was sent) unless a command could be sent now."""
+    get_bus().require_sendable(timeout=timeout)
 
 
 def set_command_handler(handler: CommandHandler | None) -> None:

@@ -124,7 +124,7 @@ class RedisCommands:
     ) -> list[WorkerReply]:
         """Publish `command`; return this process's reply and every remote one in time."""
         deadline = time.monotonic() + timeout
-        self._require_redis(timeout)
+        self.require_sendable(timeout)
         command_id = uuid.uuid4().hex
         reply_to = REPLY_PREFIX + command_id
         receivers = self._publisher.publish(
@@ -156,7 +156,8 @@ class RedisCommands:
             return self._collect(reply_to, expected, deadline, wanted=1)
         return replies + self._collect(reply_to, expected, deadline)
 
-    def _require_redis(self, timeout: float) -> None:
+    def require_sendable(self, timeout: float) -> None:
+        """Raise BusUnavailable unless a command sent now would be published."""
         # Checked before publishing: a command the publisher cannot send waits
         # in its backlog and could still run after the operator was told it failed.
         if self._probe is None:

@@ -239,6 +239,15 @@ class Bus:
             command, timeout=timeout, listening_here=listening
         )
 
+    def require_sendable(self, *, timeout: float) -> None:
+        """Raise BusUnavailable unless a command sent now would be published.
+
+        For a command that says what it will do before sending: it must not
+        say it when nothing can be sent. An in-process bus can always send.
+        """
+        if self._redis is not None:
+            self._redis.commands.require_sendable(timeout)
+
     # ------------------------------------------------------------ stats
 
     def snapshot(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from caches import bus
 from caches.operations import EmergencyPlan, emergency_clear_command, emergency_plan
 from tomori.management.commands._operator import (
     add_timeout_argument,
@@ -51,13 +52,19 @@ class Command(BaseCommand):
     @operator_errors()
     def handle(self, *args: Any, **options: Any) -> None:
         include_stm = options["include_stm"]
-        plan = emergency_plan(include_short_term_memory=include_stm)
-        self._print_plan(plan)
         stdin: TextIO = options.get("stdin") or sys.stdin
+        ask = not options["yes"]
+        if ask and not stdin.isatty():
+            raise CommandError(NO_TERMINAL)
+        plan = emergency_plan(include_short_term_memory=include_stm)
+        # A plan printed above "nothing was sent" reads as done: under a dead
+        # bus the command says only the error.
+        bus.require_sendable(timeout=options["timeout"])
+        self._print_plan(plan)
         where = (
             f"worker {options['worker']}" if options["worker"] else "every live worker"
         )
-        if not options["yes"] and not self._confirmed(stdin, where):
+        if ask and not self._confirmed(stdin, where):
             self.stdout.write("Emergency clear cancelled: nothing was cleared.")
             return
         send_and_report(
@@ -75,9 +82,7 @@ class Command(BaseCommand):
         self.stdout.write("preserves: " + (", ".join(plan.preserved) or "none"))
 
     def _confirmed(self, stdin: TextIO, where: str) -> bool:
-        """Ask on the terminal; refuse (one line, exit 1) when there is none."""
-        if not stdin.isatty():
-            raise CommandError(NO_TERMINAL)
+        """Ask on the terminal; return whether the answer is yes."""
         self.stdout.write(QUESTION.format(where=where), ending="")
         self.stdout.flush()
         try:
