@@ -1,18 +1,14 @@
 """The dependency sets: pyproject.toml is the source, each set locked with hashes apart.
 
 A production image installs `requirements.txt` (the runtime lock) alone: it
-must run the project and hold none of the development tools.
+must run the project (test_runtime_set.py) and hold none of the development
+tools.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 from packaging.markers import Marker
@@ -20,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from tests.topology.conftest import ROOT, bare_env
+from tests.topology.conftest import ROOT
 
 LOCKS = ROOT / "requirements"
 # Which extras of pyproject.toml each lock holds (besides the runtime dependencies).
@@ -114,67 +110,3 @@ def test_the_runtime_set_holds_no_tool_and_requirements_txt_is_it() -> None:
     assert [x for x in lines if x and not x.startswith("#")] == [
         "-r requirements/runtime.txt"
     ]
-
-
-def _pip_env() -> dict[str, str]:
-    # A new terminal's environment, plus this machine's pip settings (index, cache).
-    pip = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
-    return bare_env(**pip)
-
-
-def _runtime_venv(tmp_path: Path) -> Path:
-    venv = tmp_path / "runtime-venv"
-    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    done = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--no-compile", "--require-hashes",
-         "-r", ROOT / "requirements.txt"],
-        env=_pip_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return python
-
-
-def _production_env() -> dict[str, str]:
-    return bare_env(
-        TOMORI_ENV_FILE="/dev/null",
-        SECRET_KEY="x" * 50,
-        CRYPTO_SECRET_V1="y" * 32,
-        CRYPTO_SECRET_CURRENT="1",
-        DATABASE_URL="postgres://tomori@127.0.0.1:5432/tomori",
-        REDIS_URL="redis://127.0.0.1:6379/0",
-    )
-
-
-@pytest.mark.e2e
-def test_a_virtualenv_of_the_runtime_set_alone_runs_the_project(
-    checkout: Path, tmp_path: Path
-) -> None:
-    python = _runtime_venv(tmp_path)
-    env = _production_env()
-    check = subprocess.run(
-        [python, "manage.py", "check"], cwd=checkout, env=env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "no issues" in check.stdout
-    gunicorn = subprocess.run(
-        [python.parent / "gunicorn", "--check-config", "tomori.wsgi"], cwd=checkout,
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert gunicorn.returncode == 0, gunicorn.stdout + gunicorn.stderr
-
-    listed = subprocess.run(
-        [python, "-m", "pip", "list", "--format", "json"],
-        env=_pip_env(), capture_output=True, text=True, check=True, timeout=120,
-    )  # fmt: skip
-    installed = {canonicalize_name(p["name"]) for p in json.loads(listed.stdout)}
-    assert "django" in installed
-    assert sorted(installed & set(NOT_IN_PRODUCTION)) == []
-    modules = ("pytest", "mypy", "ruff", "playwright", "hypothesis", "importlinter")
-    probe = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m)])"
-    found = subprocess.run(
-        [python, "-c", probe, *modules], env=env, capture_output=True, text=True,
-        check=True, timeout=60,
-    )  # fmt: skip
-    assert found.stdout.strip() == "[]"
