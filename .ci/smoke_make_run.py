@@ -240,7 +240,11 @@ def smoke(clone: Path, python: str | None) -> None:
     try:
         wait_for_admin(run, admin)
         ready = time.monotonic() - started
-        print(f"admin answered {ready:.0f} s after `make run` (install included)")
+        version = subprocess.run(
+            [clone / ".venv" / "bin" / "python", "--version"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        print(f"admin answered {ready:.0f} s after `make run` ({version} venv built)")
         run.read(time.monotonic() + UP_FOR)
         check_up(run)
         served = check_served(run)
