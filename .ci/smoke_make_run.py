@@ -11,7 +11,8 @@ is still up, that the bot served turns and that beat's first catalog refresh
 ran in the Celery worker, and that from the serve step on the output holds no
 traceback and no WARNING. Then Ctrl-C (SIGINT to the foreground job) stops
 it: every process must be gone within 15 s. Exits 1 naming what failed, with
-the output's tail. Only the standard library: it runs before any venv exists.
+the output's tail. Only the standard library (and the tests' process
+watcher, which needs no more): it runs before any venv exists.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import queue
 import re
 import shutil
 import signal
@@ -27,13 +27,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.processes import WatchedProcess  # noqa: E402  (standard library only)
+
 PROCESSES = ("redis", "openrouter", "worker", "beat", "bot", "admin")
 ADMIN_TIMEOUT = 600.0  # the install: a first one downloads every wheel
 UP_FOR = 60.0
@@ -51,56 +53,20 @@ class Failed(Exception):
     """A check failed: its message says which."""
 
 
-class MakeRun:
+class MakeRun(WatchedProcess):
     """`make run` as a terminal's foreground job, its output collected as it comes."""
 
     def __init__(self, clone: Path, env: dict[str, str], python: str | None) -> None:
         argv = ["make", "run"] + ([f"PYTHON={python}"] if python else [])
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=clone,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
+        super().__init__(argv, env=env, cwd=clone, new_session=True)
 
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def read(self, until: float) -> bool:
-        """Collect the lines that come before `until`; return False once the output ended."""
-        while (left := until - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                return True
-            if line is None:
-                return False
-            self.lines.append(line)
-        return True
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float, what: str) -> str:
+    def expect(self, pattern: re.Pattern[str], timeout: float, what: str) -> str:
         """Return the first line matching `pattern`, reading on for up to `timeout`."""
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while True:
-            for line in self.lines[seen:]:
-                if pattern.search(line):
-                    return line
-            seen = len(self.lines)
-            if time.monotonic() >= deadline:
-                raise Failed(f"no {what} within {timeout:g} s")
-            if not self.read(min(deadline, time.monotonic() + 1)):
-                raise Failed(f"make run ended before {what}")
+        try:
+            return self.wait_for(pattern, timeout)
+        except AssertionError:  # its message holds the whole output: the tail will do
+            ended = "make run ended before" if self.ended else "no"
+            raise Failed(f"{ended} {what} within {timeout:g} s") from None
 
     def serve_output(self) -> list[str]:
         """Return the lines from the serve step on (the install's are pip's)."""
@@ -153,7 +119,7 @@ def wait_for_admin(run: MakeRun, port: int) -> None:
             raise Failed(
                 f"the admin did not answer on :{port} within {ADMIN_TIMEOUT:g} s"
             )
-        if not run.read(time.monotonic() + 1):
+        if not run.collect(time.monotonic() + 1):
             raise Failed("make run ended before the admin answered")
 
 
@@ -192,10 +158,10 @@ def check_up(run: MakeRun) -> None:
 
 
 def check_served(run: MakeRun) -> str:
-    line = run.wait_for(TURNS, SERVED_TIMEOUT, "traffic line of the bot")
+    line = run.expect(TURNS, SERVED_TIMEOUT, "traffic line of the bot")
     if int(TURNS.search(line)[1]) == 0:  # type: ignore[index]
         raise Failed(f"the bot served no turn: {line.strip()}")
-    run.wait_for(REFRESHED, SERVED_TIMEOUT, "catalog refresh in the Celery worker")
+    run.expect(REFRESHED, SERVED_TIMEOUT, "catalog refresh in the Celery worker")
     return line
 
 
@@ -215,7 +181,7 @@ def stop(run: MakeRun, clone: Path) -> float:
     run.ctrl_c()
     deadline = asked + STOP_TIMEOUT
     while True:
-        run.read(min(deadline, time.monotonic() + 0.2))
+        run.collect(min(deadline, time.monotonic() + 0.2))
         left = processes_in(clone)
         if not left and run.proc.poll() is not None:
             return time.monotonic() - asked
@@ -245,7 +211,7 @@ def smoke(clone: Path, python: str | None) -> None:
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         print(f"admin answered {ready:.0f} s after `make run` ({version} venv built)")
-        run.read(time.monotonic() + UP_FOR)
+        run.collect(time.monotonic() + UP_FOR)
         check_up(run)
         served = check_served(run)
         print(f"after {UP_FOR:g} s: {len(PROCESSES)} processes up; {served.strip()}")

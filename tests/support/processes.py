@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -52,12 +53,14 @@ class WatchedProcess:
             argv,
             cwd=cwd,
             env=env,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=new_session,  # a terminal's foreground job
         )
         self.lines: list[str] = []
+        self.ended = False  # the output's end was read
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -67,33 +70,57 @@ class WatchedProcess:
             self._queue.put(line)
         self._queue.put(None)
 
-    def wait_for(self, text: str, timeout: float = 60, *, after: int = 0) -> str:
-        """Return the first output line containing `text`; fail on exit or timeout.
+    def _take(self, deadline: float) -> str | None:
+        """Return the next line (None at the end); raise queue.Empty at `deadline`."""
+        if self.ended:
+            return None
+        line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+        if line is None:
+            self.ended = True
+        else:
+            self.lines.append(line)
+        return line
+
+    def wait_for(
+        self, text: str | re.Pattern[str], timeout: float = 60, *, after: int = 0
+    ) -> str:
+        """Return the first output line containing `text` (or matching it); fail on exit or timeout.
 
         `after`: look only at the lines after the first `after` (a later one).
         """
-        for line in self.lines[after:]:
-            if text in line:
-                return line
+
+        def found(line: str) -> bool:
+            return text in line if isinstance(text, str) else bool(text.search(line))
+
+        seen = next((line for line in self.lines[after:] if found(line)), None)
+        if seen is not None:
+            return seen
         deadline = time.monotonic() + timeout  # in all, however many lines come
         while True:
             try:
-                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+                taken = self._take(deadline)
             except queue.Empty:
                 raise AssertionError(
                     f"no {text!r} within {timeout}s:\n{self.output}"
                 ) from None
-            if line is None:
+            if taken is None:
                 raise AssertionError(f"it exited before {text!r}:\n{self.output}")
-            self.lines.append(line)
-            if text in line:
-                return line
+            if found(taken):
+                return taken
+
+    def collect(self, until: float) -> bool:
+        """Take in the lines that come before monotonic time `until`; False once they ended."""
+        try:
+            while self._take(until) is not None:
+                pass
+        except queue.Empty:
+            return True
+        return False
 
     def wait_exit(self, timeout: float = 30) -> int:
         """Wait for the process to end, draining its output; return the exit code."""
         code = self.proc.wait(timeout)
-        while (line := self._queue.get(timeout=5)) is not None:
-            self.lines.append(line)
+        self.collect(time.monotonic() + 5)
         return code
 
     @property
