@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import pytest
 from packaging.markers import Marker
@@ -16,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from tests.topology.conftest import ROOT
+from tests.topology.conftest import ROOT, run_in
 
 LOCKS = ROOT / "requirements"
 # Which extras of pyproject.toml each lock holds (besides the runtime dependencies).
@@ -110,3 +111,19 @@ def test_the_runtime_set_holds_no_tool_and_requirements_txt_is_it() -> None:
     assert [x for x in lines if x and not x.startswith("#")] == [
         "-r requirements/runtime.txt"
     ]
+
+
+@pytest.mark.parametrize("found", [True, False], ids=["python3.10", "missing"])
+def test_make_refuses_an_unsupported_python_in_one_line(
+    checkout: Path, tmp_path: Path, found: bool
+) -> None:
+    python = tmp_path / "python3.10"
+    if found:  # a stand-in that answers make's version question as 3.10 would
+        python.write_text("#!/bin/sh\necho 3.10\n")
+        python.chmod(0o755)
+    done = run_in(checkout, "make", "run", f"PYTHON={python}")
+    assert done.returncode == 2
+    [line] = (done.stdout + done.stderr).strip().splitlines()
+    said = "is Python 3.10" if found else "is not found"
+    assert f"{python} {said}: Tomori runs on Python 3.11, 3.12 or 3.13" in line
+    assert not (checkout / "var").exists()  # refused before anything ran

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from tests.topology.conftest import bare_env, run_in
 from tomori import devenv
 from tomori.devenv import loopback_port, redis_command, write_env
 
@@ -89,3 +91,31 @@ def test_a_bad_url_in_the_env_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("error: REDIS_URL='redis://db.example.com:6379/0'")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_start_runs_the_procfile_with_the_environment_over_the_env_file(
+    checkout: Path,
+) -> None:
+    """honcho's own --env would put the file over the environment: `start` does not."""
+    (checkout / ".env").write_text("TOMORI_ADMIN_PORT=8000\nSECRET_KEY=from-the-file\n")
+    (checkout / "Procfile.test").write_text(
+        'show: echo "port=$TOMORI_ADMIN_PORT key=$SECRET_KEY"\n'
+    )
+    done = run_in(
+        checkout, "python", "-m", "tomori.devenv", "start", "--procfile", "Procfile.test",
+        env=bare_env(TOMORI_ADMIN_PORT="8123"),
+    )  # fmt: skip
+    assert "port=8123 key=from-the-file" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_embedded_redis_passes_on_its_lines_but_the_overcommit_warning(
+    capfdbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    lines = [
+        b"1:M 05 Dec 2026 03:58:17.292 # Server initialized\n",
+        b"1:M 05 Dec 2026 03:58:17.292 # WARNING Memory overcommit must be enabled! "
+        b"Without it, a background save or replication may fail\n",
+        b"1:M 05 Dec 2026 03:58:17.293 * Ready to accept connections\n",
+    ]
+    devenv._pass_on(io.BytesIO(b"".join(lines)), drop=devenv.REDIS_OVERCOMMIT_WARNING)
+    assert capfdbinary.readouterr().out == lines[0] + lines[2]

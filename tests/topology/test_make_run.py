@@ -116,6 +116,7 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     up = running.wait_for(" is up", timeout=60)
     worker_id = re.search(r"worker (\S+) is up", up)[1]  # type: ignore[index]
     assert set(running.started_pids()) == set(PROCESSES)
+    started = len(running.lines)
 
     # A second terminal: only cwd and the .env the first run wrote.
     assert f"worker {worker_id}" in _manage(checkout, "cache_stats")
@@ -152,3 +153,6 @@ def test_make_run_serves_the_readme_commands_and_ctrl_c_stops_everything(
     stopping = running.output[running.output.index("SIGINT received") :]
     assert "Connection refused" not in stopping
     assert "could not release the shard lock" not in stopping
+    # A calm start (the clear above warns, as it should), no traceback at all.
+    assert [x for x in running.lines[:started] if "WARNING" in x] == []
+    assert [x for x in running.lines if "Traceback" in x] == []
