@@ -54,8 +54,33 @@ def count_presences(client: Any) -> int:
     )
 
 
-def count_discord_caches(client: Any) -> dict[str, int]:
-    """Return entry counts of discord.py's caches (``len()`` only, plus a presence scan)."""
+#: How old a presence count the live figures may show: the scan walks every
+#: cached member (about 10 ms at 22,000), and the snapshot and /metrics
+#: each ask for it every few seconds.
+PRESENCES_MAX_AGE_SECONDS = 60.0
+_presences_seen: dict[int, tuple[float, int]] = {}  # id(client) -> (when, count)
+
+
+def recent_presences(client: Any, *, max_age: float = PRESENCES_MAX_AGE_SECONDS) -> int:
+    """Return `count_presences`, counted again only when the last count is older than `max_age`."""
+    now = time.monotonic()
+    seen = _presences_seen.get(id(client))
+    if seen is not None and now - seen[0] < max_age:
+        return seen[1]
+    count = count_presences(client)
+    _presences_seen.clear()  # one client per process: keep no other
+    _presences_seen[id(client)] = (now, count)
+    return count
+
+
+def count_discord_caches(
+    client: Any, *, presences_max_age: float = 0.0
+) -> dict[str, int]:
+    """Return entry counts of discord.py's caches (``len()`` only, plus a presence scan).
+
+    `presences_max_age` lets a periodic reader reuse a presence count that
+    recent (see `recent_presences`); 0 counts now.
+    """
     state = client._connection
     guilds = _guilds(client)
     messages = state._messages
@@ -63,7 +88,7 @@ def count_discord_caches(client: Any) -> dict[str, int]:
         "discord_guilds": len(guilds),
         "discord_users": len(state._users),
         "discord_members": sum(len(g._members) for g in guilds),
-        "discord_presences": count_presences(client),
+        "discord_presences": recent_presences(client, max_age=presences_max_age),
         "discord_channels": sum(len(g._channels) for g in guilds)
         + len(state._private_channels),
         "discord_threads": sum(len(g._threads) for g in guilds),

@@ -37,9 +37,11 @@ def _caches(context: WorkerContext) -> dict[str, CacheStats]:
 def _discord(client: Any) -> dict[str, int]:
     if client is None:
         return {}
-    from caches.discord_caches import count_discord_caches
+    from caches.discord_caches import PRESENCES_MAX_AGE_SECONDS, count_discord_caches
 
-    return dict(count_discord_caches(client))
+    return dict(
+        count_discord_caches(client, presences_max_age=PRESENCES_MAX_AGE_SECONDS)
+    )
 
 
 def _shards(context: WorkerContext) -> tuple[tuple[int, ...] | None, int | None]:

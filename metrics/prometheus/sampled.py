@@ -45,10 +45,16 @@ def gateway_state(client: Any) -> tuple[bool, dict[str, float]]:
 
 def refresh_figures(figures: LoopFigures, *, client: Any) -> None:
     """Recompute the discord.py counts and the gateway state into `figures`, on the loop."""
-    from caches.discord_caches import count_discord_caches
+    from caches.discord_caches import PRESENCES_MAX_AGE_SECONDS, count_discord_caches
 
     started = time.perf_counter()
-    figures.discord = {} if client is None else dict(count_discord_caches(client))
+    figures.discord = (
+        {}
+        if client is None
+        else dict(
+            count_discord_caches(client, presences_max_age=PRESENCES_MAX_AGE_SECONDS)
+        )
+    )
     note_gateway(figures, client)
     figures.longest_step = time.perf_counter() - started
     figures.refreshed_at = time.monotonic()

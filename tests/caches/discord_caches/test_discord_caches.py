@@ -16,6 +16,7 @@ from caches.discord_caches import (
     clear_discord_volatile,
     count_discord_caches,
     count_presences,
+    recent_presences,
     run_discord_sweepers,
     sweep_bot_users,
     sweep_members,
@@ -43,6 +44,31 @@ async def test_counts_match_the_simulated_world(client: Any, sim: SimulatedDisco
     assert counts["discord_emojis"] == totals["emojis"]
     assert counts["discord_stickers"] == totals["stickers"]
     assert counts["discord_messages"] == 0
+
+
+async def test_a_recent_presence_count_is_reused_until_it_is_too_old(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+):
+    from caches import discord_caches
+
+    scans: list[int] = []
+    real = discord_caches.count_presences
+
+    def counted(of: Any) -> int:
+        scans.append(1)
+        return real(of)
+
+    monkeypatch.setattr(discord_caches, "count_presences", counted)
+    first = recent_presences(client, max_age=60)
+    assert first == real(client) > 0
+    assert recent_presences(client, max_age=60) == first
+    assert (
+        count_discord_caches(client, presences_max_age=60)["discord_presences"] == first
+    )
+    assert len(scans) == 1
+    count_discord_caches(client)  # the default counts now
+    recent_presences(client, max_age=0)
+    assert len(scans) == 3
 
 
 async def test_member_sweep_keeps_own_member_and_voice_members(

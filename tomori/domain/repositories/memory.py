@@ -21,7 +21,7 @@ from django.db.models import F, Field, Q, QuerySet
 from django.db.models.functions import Mod
 
 from tomori.domain.models import MemoryScope, ShortTermMemoryRecord
-from tomori.domain.repositories._compiled import CompiledRead
+from tomori.domain.repositories.compiled import CompiledRead
 
 _UPDATE_FIELDS = [
     "scope",
@@ -108,7 +108,7 @@ def _to_durable(row: ShortTermMemoryRecord) -> DurableMemory:
     )
 
 
-#: A hydration's query, compiled once (see `_compiled`): a row by its unique key.
+#: A hydration's query, compiled once (see `compiled`): a row by its unique key.
 _RECORD_BY_KEY = CompiledRead(
     lambda cache_key: ShortTermMemoryRecord.objects.filter(
         cache_key=cache_key

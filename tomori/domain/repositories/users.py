@@ -8,8 +8,8 @@ from sys import intern
 from typing import Any
 
 from tomori.domain.models import PrivacyLevel, User, UserBlacklist
-from tomori.domain.repositories._compiled import CompiledRead
 from tomori.domain.repositories._fields import build, save_changes
+from tomori.domain.repositories.compiled import CompiledRead
 
 USER_FIELDS = ("username", "privacy_level", "language", "personal_memories_enabled")
 
@@ -47,7 +47,7 @@ def user_record(user: User) -> UserRecord:
     )
 
 
-#: A user miss's query, compiled once (see `_compiled`): the columns of a UserRecord.
+#: A user miss's query, compiled once (see `compiled`): the columns of a UserRecord.
 _USER_BY_DISC_ID = CompiledRead(
     lambda user_disc_id: (
         User.objects.filter(user_disc_id=user_disc_id)

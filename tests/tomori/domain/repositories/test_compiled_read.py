@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from tomori.domain.models import ShortTermMemoryRecord, User
-from tomori.domain.repositories import _compiled, memory, users
-from tomori.domain.repositories._compiled import CompiledRead
+from tomori.domain.repositories import compiled, memory, users
+from tomori.domain.repositories.compiled import CompiledRead
 
 pytestmark = pytest.mark.django_db
 
@@ -90,4 +90,4 @@ def test_values_other_than_ints_and_strings_are_refused() -> None:
     )
     with pytest.raises(ValueError, match="not bound as itself"):
         not_bound_as_itself.rows(5)
-    assert _compiled._INT_PROBE > 2**62  # far from any snowflake in a test
+    assert compiled._INT_PROBE > 2**62  # far from any snowflake in a test
