@@ -1,30 +1,36 @@
 """What a message costs a deployment: the real worker beside a bare discord.py client.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/tomori_bench \\
-     .venv/bin/python benchmarks/message_cost.py [--rate 150] [--scenario production]
+     .venv/bin/python benchmarks/message_cost.py [--rate 150] [--scenario production] \\
+     [--base-tree DIR]
 
-Two simulated Discords of the same scenario, each in its own process
+Simulated Discords of the same scenario, each in its own process
 (`python -m tomori.bot.simulator --scenario S --traffic R`: the same seeded
 stream of messages at the same rate), feed at the same time:
 - the real worker, `manage.py runbot --simulate --simulator-url ...` with
-  production settings (DEBUG off, PostgreSQL, a Redis of its own, the fake
-  OpenRouter, every timer, the metrics endpoint), its database reached
-  through a proxy that counts its PostgreSQL round trips
-  (benchmarks/pg_round_trips.py);
+  production settings (DEBUG off, PostgreSQL, Redis, the fake OpenRouter,
+  every timer, the metrics endpoint), its database reached through a proxy
+  that counts its PostgreSQL round trips (benchmarks/pg_round_trips.py);
+- with --base-tree DIR, the worker of another checkout (the previous main,
+  say) the same way, on a database of its own (--base-database-url, seeded
+  by its own migrations and seed_demo): before and after in one window;
 - the floor, benchmarks/bare_client.py: an unmodified discord.Client with
   the worker's own intents, member cache flags and message cache, whose
   on_message only counts.
-Both run through the same wall-clock window, after a warm-up from gateway
+All run through the same wall-clock window, after a warm-up from gateway
 ready: each process's CPU (user + system, every thread: psutil) over the
-window, divided by the messages its on_message received in it. The worker's
-CPU is split by thread (its `tomori_thread_cpu_seconds_total`), and its round
-trips by kind. The simulators, Redis and PostgreSQL are other processes and
-count in neither.
+window, divided by the stream's messages its on_message received in it (a
+worker also receives its own replies, which it skips: not counted). A worker
+that exports `tomori_thread_cpu_seconds_total` is split by thread; round
+trips are split by kind. The simulators, Redis and PostgreSQL are other
+processes and count in none. The CPU one process spends on the same work
+moves by up to 1.6x between runs minutes apart on these 2-core VMs: read the
+ratios of one run, not figures of different runs.
 
-Bars (PASS/FAIL, exit 1 on a FAIL): worker CPU per message <= 2.0x the bare
-client's; database round trips per message <= 0.2 (reads, writes and their
-transactions together); the worker kept up (backlog at the end <= 1 s of
-traffic) and shed nothing.
+Bars (PASS/FAIL, exit 1 on a FAIL), for this tree's worker: CPU per message
+<= 2.0x the bare client's; database round trips per message <= 0.2 (reads,
+writes and their transactions together); it kept up (backlog at the end
+<= 1 s of traffic) and shed nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -65,39 +72,46 @@ READY_TIMEOUT_SECONDS = 300.0
 CPU_RATIO_BAR = 2.0
 ROUND_TRIPS_BAR = 0.2
 QUANTILES = (0.5, 0.99)
+QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
 @dataclass
-class Reading:
-    """One edge of the window: both processes' CPU and counters."""
+class Side:
+    """One worker under measure: its checkout, database, ports and readings."""
 
-    at: float
-    worker_cpu: float
-    bare_cpu: float
-    bare_messages: int
-    metrics: dict[str, Any]
-    round_trips: dict[str, int]
-
-    @property
-    def counts(self) -> Counts:
-        """Return the worker's pipeline counters."""
-        return Counts.read(self.metrics)
-
-
-@dataclass
-class Window:
-    """What the window measured: the readings at its two edges and the set-up."""
-
-    start: Reading
-    end: Reading
-    commands: dict[str, list[str]] = field(default_factory=dict)
-    load: tuple[str, str] = ("", "")
+    name: str
+    tree: Path
+    database_url: str
+    redis_db: int
+    log: str
+    ports: dict[str, int] = field(default_factory=dict)
+    proxy: RoundTripProxy | None = None
+    command: list[str] = field(default_factory=list)
+    pid: int = 0
+    start: dict[str, Any] = field(default_factory=dict)
+    end: dict[str, Any] = field(default_factory=dict)
 
     def series(self, name: str) -> dict[str, float]:
         """Return {label value: delta over the window} of a one-label counter."""
-        before = _one_label(self.start.metrics, name)
-        after = _one_label(self.end.metrics, name)
+        before = _one_label(self.start["metrics"], name)
+        after = _one_label(self.end["metrics"], name)
         return {key: value - before.get(key, 0.0) for key, value in after.items()}
+
+    @property
+    def messages(self) -> int:
+        """Return the stream's messages received in the window (own replies apart)."""
+        own = self.series("tomori_messages_skipped_total").get("own", 0.0)
+        received = Counts.read(self.end["metrics"]).received
+        return received - Counts.read(self.start["metrics"]).received - int(own)
+
+    @property
+    def cpu(self) -> float:
+        """Return the process's CPU seconds over the window."""
+        return float(self.end["cpu"] - self.start["cpu"])
+
+    def cpu_ms(self) -> float:
+        """Return CPU milliseconds per message of the stream."""
+        return self.cpu * 1000 / max(self.messages, 1)
 
 
 def _one_label(metrics: dict[str, Any], name: str) -> dict[str, float]:
@@ -107,8 +121,8 @@ def _one_label(metrics: dict[str, Any], name: str) -> dict[str, float]:
     }
 
 
-def _cpu(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
+def _cpu(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
 
 
@@ -116,27 +130,6 @@ def _bare_count(port: int) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/count"
     with urllib.request.urlopen(url, timeout=10) as response:
         return dict(json.loads(response.read()))
-
-
-def _read(
-    worker: psutil.Process,
-    bare: psutil.Process,
-    metrics_port: int,
-    bare_port: int,
-    proxy: RoundTripProxy,
-) -> Reading:
-    # Counters first, then CPU: one scrape of each falls inside the window.
-    metrics = scrape(metrics_port)
-    bare_messages = int(_bare_count(bare_port)["messages"])
-    round_trips = proxy.counts()
-    return Reading(
-        at=time.monotonic(),
-        worker_cpu=_cpu(worker),
-        bare_cpu=_cpu(bare),
-        bare_messages=bare_messages,
-        metrics=metrics,
-        round_trips=round_trips,
-    )
 
 
 def forget_short_term_memory(url: str) -> None:
@@ -157,6 +150,14 @@ def forget_short_term_memory(url: str) -> None:
         conn.execute("TRUNCATE short_term_memory")
 
 
+def proxied_url(url: str, port: int) -> str:
+    """Return `url` with its host and port replaced by the proxy's, without TLS."""
+    parts = urlsplit(url)
+    netloc = f"{parts.username or 'postgres'}@127.0.0.1:{port}"
+    query = "&".join(q for q in (parts.query, "sslmode=disable") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
 @contextmanager
 def profiled(pid: int, options: argparse.Namespace) -> Iterator[None]:
     """Sample every thread of the worker with py-spy over the window (--profile)."""
@@ -168,133 +169,179 @@ def profiled(pid: int, options: argparse.Namespace) -> Iterator[None]:
         *("--rate", "250", "--format", "raw", "--output", options.profile),
         *("--duration", str(int(options.window))),
     ]
-    with process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as spy:
+    with process(argv, **QUIET) as spy:
         yield
         spy.wait(30)  # it writes its samples when its --duration is over
 
 
-def proxied_url(url: str, port: int) -> str:
-    """Return `url` with its host and port replaced by the proxy's, without TLS."""
-    parts = urlsplit(url)
-    netloc = f"{parts.username or 'postgres'}@127.0.0.1:{port}"
-    query = "&".join(q for q in (parts.query, "sslmode=disable") if q)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+# ------------------------------------------------------------------ the run
 
 
-def _wait_ready(
-    worker: subprocess.Popen[str], metrics_port: int, bare_port: int, log: str
+def sides_of(options: argparse.Namespace) -> list[Side]:
+    """Return this tree's worker, and the base tree's when asked for."""
+    sides = [Side("worker", ROOT, options.database_url, 0, options.log)]
+    if options.base_tree:
+        base_url = options.base_database_url or f"{options.database_url}_base"
+        log = f"{Path(options.log).with_suffix('')}-base.log"
+        sides.append(Side("base", Path(options.base_tree), base_url, 1, log))
+    return sides
+
+
+def prepare(side: Side, options: argparse.Namespace) -> None:
+    """Seed the side's database with its own tree's migrations; empty its memory."""
+    if not options.skip_seed:
+        prepare_database(base_env(side.database_url), options.scenario, root=side.tree)
+    if not options.keep_memory:
+        forget_short_term_memory(side.database_url)
+
+
+def start_worker(
+    side: Side, options: argparse.Namespace, stack: ExitStack, shared: dict[str, int]
+) -> subprocess.Popen[str]:
+    """Start the side's proxy, simulated Discord and worker; return the worker."""
+    side.ports = {name: free_port() for name in ("pg", "sim", "metrics")}
+    db = urlsplit(side.database_url)
+    side.proxy = RoundTripProxy(
+        db.hostname or "127.0.0.1", db.port or 5432, side.ports["pg"]
+    ).start()
+    stack.callback(side.proxy.stop)
+    env = base_env(proxied_url(side.database_url, side.ports["pg"])) | {
+        "REDIS_URL": f"redis://127.0.0.1:{shared['redis']}/{side.redis_db}",
+        "METRICS_PORT": str(side.ports["metrics"]),
+        "OPENROUTER_BASE_URL": f"http://127.0.0.1:{shared['openrouter']}/api/v1",
+    }
+    stack.enter_context(
+        process([*simulator_argv(options), "--port", str(side.ports["sim"])], **QUIET)
+    )
+    wait_for_port(side.ports["sim"], timeout=READY_TIMEOUT_SECONDS)
+    manage = side.tree / "manage.py"  # its own directory first on sys.path
+    side.command = [
+        *("python", str(manage), "runbot", "--simulate"),
+        *("--simulator-url", f"http://127.0.0.1:{side.ports['sim']}"),
+    ]
+    log = stack.enter_context(open(side.log, "w"))  # noqa: SIM115
+    worker = stack.enter_context(
+        process(
+            [sys.executable, *side.command[1:]],
+            cwd=side.tree,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    )
+    side.pid = worker.pid
+    return worker
+
+
+def simulator_argv(options: argparse.Namespace) -> list[str]:
+    """Return the argv of one simulated Discord sending the scenario's stream."""
+    return [
+        *(sys.executable, "-m", "tomori.bot.simulator"),
+        *("--scenario", options.scenario, "--traffic", str(options.rate)),
+    ]
+
+
+def _worker_ready(side: Side, worker: subprocess.Popen[str]) -> bool:
+    if worker.poll() is not None:
+        raise RuntimeError(
+            f"{side.name} exited with {worker.returncode}: see {side.log}"
+        )
+    with open(side.log) as text:
+        if "bot ready" not in text.read():
+            return False
+    return Counts.read(scrape(side.ports["metrics"])).received > 0
+
+
+def _bare_ready(port: int) -> bool:
+    try:
+        count = _bare_count(port)
+    except OSError:
+        return False
+    return bool(count["ready"]) and count["messages"] > 0
+
+
+def wait_ready(
+    workers: list[tuple[Side, subprocess.Popen[str]]], bare_port: int
 ) -> None:
+    """Return once every worker and the bare client have received messages."""
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise RuntimeError(f"runbot exited with {worker.returncode}: see {log}")
-        with open(log) as text:
-            worker_ready = "bot ready" in text.read()
-        try:
-            bare = _bare_count(bare_port)
-        except OSError:
-            bare = {"ready": False, "messages": 0}
-        if (
-            worker_ready
-            and Counts.read(scrape(metrics_port)).received > 0
-            and bare["ready"]
-            and bare["messages"] > 0
-        ):
+        if all(_worker_ready(s, w) for s, w in workers) and _bare_ready(bare_port):
             return
         time.sleep(0.5)
-    raise RuntimeError(f"not ready within {READY_TIMEOUT_SECONDS:.0f} s: see {log}")
+    raise RuntimeError(f"not ready within {READY_TIMEOUT_SECONDS:.0f} s")
 
 
-def run(options: argparse.Namespace) -> Window:
+def read_edge(sides: list[Side], bare: dict[str, Any], which: str) -> None:
+    """Read every process's counters, then its CPU (one scrape falls in the window)."""
+    for side in sides:
+        assert side.proxy is not None
+        reading = {
+            "metrics": scrape(side.ports["metrics"]),
+            "round_trips": side.proxy.counts(),
+        }
+        reading["cpu"] = _cpu(side.pid)
+        setattr(side, which, reading)
+    bare[which] = {"messages": int(_bare_count(bare["port"])["messages"])}
+    bare[which]["cpu"] = _cpu(bare["pid"])
+    bare[which]["at"] = time.monotonic()
+
+
+def run(options: argparse.Namespace) -> tuple[list[Side], dict[str, Any]]:
     """Start everything, warm up, measure the window, stop everything."""
-    env = base_env(options.database_url)
-    if not options.skip_seed:
-        prepare_database(env, options.scenario)
-    if not options.keep_memory:
-        forget_short_term_memory(options.database_url)
-    ports = {
-        name: free_port()
-        for name in ("redis", "metrics", "openrouter", "sim", "bare_sim", "bare", "pg")
-    }
-    db = urlsplit(options.database_url)
-    proxy = RoundTripProxy(db.hostname or "127.0.0.1", db.port or 5432, ports["pg"])
-    env |= {
-        "DATABASE_URL": proxied_url(options.database_url, ports["pg"]),
-        "REDIS_URL": f"redis://127.0.0.1:{ports['redis']}/0",
-        "METRICS_PORT": str(ports["metrics"]),
-        "OPENROUTER_BASE_URL": f"http://127.0.0.1:{ports['openrouter']}/api/v1",
-    }
-    traffic = ["--scenario", options.scenario, "--traffic", str(options.rate)]
-    sim = [sys.executable, "-m", "tomori.bot.simulator", *traffic]
-    commands = {
-        "worker": [
-            *("python", "manage.py", "runbot", "--simulate"),
-            *("--simulator-url", f"http://127.0.0.1:{ports['sim']}"),
-        ],
-        "bare client": [
+    sides = sides_of(options)
+    for side in sides:
+        prepare(side, options)
+    shared = {name: free_port() for name in ("redis", "openrouter", "bare_sim", "bare")}
+    bare: dict[str, Any] = {"port": shared["bare"]}
+    with ExitStack() as stack:
+        stack.enter_context(process(redis_argv(shared["redis"]), **QUIET))
+        fake = [sys.executable, "-m", "caches.catalogs.fake_server"]
+        stack.enter_context(
+            process([*fake, "--port", str(shared["openrouter"])], **QUIET)
+        )
+        for name in ("redis", "openrouter"):
+            wait_for_port(shared[name])
+        workers = [(side, start_worker(side, options, stack, shared)) for side in sides]
+        sim = [*simulator_argv(options), "--port", str(shared["bare_sim"])]
+        stack.enter_context(process(sim, **QUIET))
+        wait_for_port(shared["bare_sim"], timeout=READY_TIMEOUT_SECONDS)
+        bare["command"] = [
             *("python", "benchmarks/bare_client.py"),
-            *("--simulator-url", f"http://127.0.0.1:{ports['bare_sim']}"),
-            *("--port", str(ports["bare"])),
-        ],
-        "simulated Discords (two, one each)": ["python", *sim[1:]],
-    }
-    log_path = options.log
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proxy.start()
-    try:
-        with (
-            open(log_path, "w") as log,
-            process(redis_argv(ports["redis"]), **quiet),
-            process(
-                [sys.executable, "-m", "caches.catalogs.fake_server"]
-                + ["--port", str(ports["openrouter"])],
-                env=env,
-                **quiet,
-            ),
-            process([*sim, "--port", str(ports["sim"])], env=env, **quiet),
-            process([*sim, "--port", str(ports["bare_sim"])], env=env, **quiet),
-        ):
-            for name in ("redis", "openrouter", "sim", "bare_sim"):
-                wait_for_port(ports[name], timeout=READY_TIMEOUT_SECONDS)
-            with (
-                process(
-                    [sys.executable, *commands["worker"][1:]],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                ) as worker,
-                process(
-                    [sys.executable, *commands["bare client"][1:]], env=env, **quiet
-                ) as bare,
-            ):
-                _wait_ready(worker, ports["metrics"], ports["bare"], log_path)
-                print(f"both ready; warming up {options.warmup:g} s", flush=True)
-                time.sleep(options.warmup)
-                procs = (psutil.Process(worker.pid), psutil.Process(bare.pid))
-                edge = (ports["metrics"], ports["bare"], proxy)
-                load_start = load_average()
-                start = _read(*procs, *edge)
-                print(f"measuring {options.window:g} s", flush=True)
-                with profiled(worker.pid, options):
-                    time.sleep(options.window)
-                end = _read(*procs, *edge)
-                window = Window(start, end, commands, (load_start, load_average()))
-                worker.send_signal(signal.SIGTERM)
-                worker.wait(STOP_TIMEOUT_SECONDS)
-    finally:
-        proxy.stop()
-    return window
+            *("--simulator-url", f"http://127.0.0.1:{shared['bare_sim']}"),
+            *("--port", str(shared["bare"])),
+        ]
+        env = base_env(options.database_url)
+        proc = stack.enter_context(
+            process([sys.executable, *bare["command"][1:]], env=env, **QUIET)
+        )
+        bare["pid"] = proc.pid
+        wait_ready(workers, shared["bare"])
+        print(f"all ready; warming up {options.warmup:g} s", flush=True)
+        time.sleep(options.warmup)
+        bare["load"] = [load_average()]
+        read_edge(sides, bare, "start")
+        print(f"measuring {options.window:g} s", flush=True)
+        with profiled(sides[0].pid, options):
+            time.sleep(options.window)
+        read_edge(sides, bare, "end")
+        bare["load"].append(load_average())
+        for _, worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for _, worker in workers:
+            worker.wait(STOP_TIMEOUT_SECONDS)
+    return sides, bare
 
 
 # ------------------------------------------------------------------ report
 
 
-def quantile(window: Window, q: float) -> float | None:
+def quantile(side: Side, q: float) -> float | None:
     """Return the q-quantile of turn time over the window (bucket upper bound)."""
     name = "tomori_turn_duration_seconds_bucket"
     buckets: dict[float, float] = {}
-    for reading, sign in ((window.end, 1), (window.start, -1)):
-        for labels, value in reading.metrics.get(name, {}).items():
+    for reading, sign in ((side.end, 1), (side.start, -1)):
+        for labels, value in reading["metrics"].get(name, {}).items():
             le = float(dict(labels)["le"])
             buckets[le] = buckets.get(le, 0.0) + sign * value
     bounds = sorted(buckets)
@@ -304,61 +351,84 @@ def quantile(window: Window, q: float) -> float | None:
     return next(le for le in bounds if buckets[le] >= wanted)
 
 
-def report(window: Window, options: argparse.Namespace) -> bool:
+def report(
+    sides: list[Side], bare: dict[str, Any], options: argparse.Namespace
+) -> bool:
     """Print the figures side by side; return whether every bar passed."""
-    start, end = window.start, window.end
-    seconds = end.at - start.at
-    # The stream's messages: the worker also receives its own replies (the
-    # bare client sends none), which it skips; they are not the stream's.
-    own = window.series("tomori_messages_skipped_total").get("own", 0.0)
-    worker_messages = end.counts.received - start.counts.received - int(own)
-    bare_messages = end.bare_messages - start.bare_messages
-    worker_ms = (end.worker_cpu - start.worker_cpu) * 1000 / max(worker_messages, 1)
-    bare_ms = (end.bare_cpu - start.bare_cpu) * 1000 / max(bare_messages, 1)
-    ratio = worker_ms / bare_ms if bare_ms else float("inf")
+    seconds = bare["end"]["at"] - bare["start"]["at"]
+    bare_messages = bare["end"]["messages"] - bare["start"]["messages"]
+    bare_ms = (bare["end"]["cpu"] - bare["start"]["cpu"]) * 1000 / max(bare_messages, 1)
     print("\n== what a message costs: the worker beside a bare discord.py client ==")
-    for name, argv in window.commands.items():
-        print(f"{name}: {' '.join(argv)}")
+    for side in sides:
+        print(f"{side.name} ({side.tree}): {' '.join(side.command)}")
+    print(f"bare client: {' '.join(bare['command'])}")
+    print(f"simulated Discords (one each): {' '.join(simulator_argv(options)[1:])}")
     print(
         f"load: scenario {options.scenario}, {options.rate:g} msg/s each, warm-up "
         f"{options.warmup:g} s after ready, window {seconds:.1f} s, short-term "
-        f"memory table {'kept' if options.keep_memory else 'emptied first'}; load average "
-        f"{window.load[0]} at the start, {window.load[1]} at the end"
+        f"memory {'kept' if options.keep_memory else 'emptied first'}; load "
+        f"average {bare['load'][0]} at the start, {bare['load'][1]} at the end"
     )
-    print(f"\n{'':<28}{'worker':>12}{'bare client':>14}")
-    print(f"{'messages in the window':<28}{worker_messages:>12,}{bare_messages:>14,}")
-    print(f"(the worker also received {int(own):,} of its own replies, not counted)")
-    print(f"{'CPU per message (ms)':<28}{worker_ms:>12.3f}{bare_ms:>14.3f}")
-    print(f"worker / bare client: {ratio:.2f}x")
-    trips = {k: end.round_trips[k] - start.round_trips[k] for k in KINDS}
-    per = {k: v / max(worker_messages, 1) for k, v in trips.items()}
-    trips_per_message = sum(per.values())
+    names = [side.name for side in sides]
+    print(f"\n{'':<30}" + "".join(f"{n:>12}" for n in names) + f"{'bare client':>14}")
+    row = "".join(f"{side.messages:>12,}" for side in sides)
+    print(f"{'messages in the window':<30}{row}{bare_messages:>14,}")
+    row = "".join(f"{side.cpu_ms():>12.3f}" for side in sides)
+    print(f"{'CPU per message (ms)':<30}{row}{bare_ms:>14.3f}")
+    for side in sides:
+        print(f"{side.name} / bare client: {side.cpu_ms() / bare_ms:.2f}x")
+    if len(sides) > 1:
+        print(f"worker / base: {sides[0].cpu_ms() / sides[1].cpu_ms():.2f}x")
+    for side in sides:
+        _side_report(side)
+    return _bars(sides[0], bare_ms, options)
+
+
+def _round_trips(side: Side) -> tuple[float, dict[str, float]]:
+    trips = {
+        k: side.end["round_trips"][k] - side.start["round_trips"][k] for k in KINDS
+    }
+    per = {k: v / max(side.messages, 1) for k, v in trips.items()}
+    return sum(per.values()), per
+
+
+def _side_report(side: Side) -> None:
+    total, per = _round_trips(side)
+    print(f"\n-- {side.name}")
     print(
-        f"\ndatabase round trips per message: {trips_per_message:.3f} ("
+        f"database round trips per message: {total:.3f} ("
         + ", ".join(f"{k} {per[k]:.3f}" for k in KINDS)
-        + f"; {sum(trips.values()):,} in the window)"
+        + ")"
     )
-    _threads(window, worker_messages)
-    gc_runs = window.series("python_gc_collections_total")
+    _threads(side)
+    gc_runs = side.series("python_gc_collections_total")
     print(
         "cyclic GC collections in the window (generation 0/1/2): "
         + "/".join(f"{int(gc_runs.get(str(g), 0)):,}" for g in range(3))
     )
-    _caches(window, worker_messages)
-    turns = [quantile(window, q) for q in QUANTILES]
-    backlog = end.counts.received - end.counts.processed
-    shed = end.counts.shed - start.counts.shed
+    _caches(side)
+    counts = Counts.read(side.end["metrics"])
+    turns = [quantile(side, q) for q in QUANTILES]
     print(
         "turn time over the window: "
         + ", ".join(
             f"p{q * 100:g} <= {t * 1000:g} ms" if t is not None else f"p{q * 100:g} -"
             for q, t in zip(QUANTILES, turns, strict=True)
         )
-        + f"; backlog at the end {backlog:,}; shed in the window {shed:,}"
+        + f"; backlog at the end {counts.received - counts.processed:,}; shed in "
+        f"the window {counts.shed - Counts.read(side.start['metrics']).shed:,}"
     )
+
+
+def _bars(side: Side, bare_ms: float, options: argparse.Namespace) -> bool:
+    ratio = side.cpu_ms() / bare_ms if bare_ms else float("inf")
+    trips, _ = _round_trips(side)
+    counts = Counts.read(side.end["metrics"])
+    backlog = counts.received - counts.processed
+    shed = counts.shed - Counts.read(side.start["metrics"]).shed
     bars = [
         (f"worker CPU per message <= {CPU_RATIO_BAR:g}x the bare client's", ratio <= CPU_RATIO_BAR, f"{ratio:.2f}x"),
-        (f"database round trips per message <= {ROUND_TRIPS_BAR:g}", trips_per_message <= ROUND_TRIPS_BAR, f"{trips_per_message:.3f}"),
+        (f"database round trips per message <= {ROUND_TRIPS_BAR:g}", trips <= ROUND_TRIPS_BAR, f"{trips:.3f}"),
         ("the worker kept up (backlog <= 1 s of traffic)", backlog <= options.rate, f"{backlog:,}"),
         ("nothing shed", shed == 0, f"{shed:,}"),
     ]  # fmt: skip
@@ -368,37 +438,39 @@ def report(window: Window, options: argparse.Namespace) -> bool:
     return all(passed for _, passed, _ in bars)
 
 
-def _threads(window: Window, messages: int) -> None:
-    threads = window.series("tomori_thread_cpu_seconds_total")
-    process_seconds = window.end.worker_cpu - window.start.worker_cpu
-    rest = process_seconds - sum(threads.values())
-    print("\nworker CPU by thread (ms per message, share of the process):")
+def _threads(side: Side) -> None:
+    threads = side.series("tomori_thread_cpu_seconds_total")
+    if not threads:
+        return  # a build without the per-thread counter
+    messages = max(side.messages, 1)
+    rest = side.cpu - sum(threads.values())
+    print("CPU by thread (ms per message, share of the process):")
     rows = sorted(threads.items(), key=lambda item: -item[1])
     for name, seconds in [*rows, ("(threads Python did not start)", rest)]:
-        if seconds * 1000 / max(messages, 1) < 0.0005:
+        if seconds * 1000 / messages < 0.0005:
             continue
-        share = seconds / process_seconds if process_seconds else 0.0
-        print(f"  {name:<36}{seconds * 1000 / max(messages, 1):>8.3f}{share:>8.1%}")
+        share = seconds / side.cpu if side.cpu else 0.0
+        print(f"  {name:<36}{seconds * 1000 / messages:>8.3f}{share:>8.1%}")
 
 
-def _caches(window: Window, messages: int) -> None:
-    hits = window.series("tomori_cache_hits_total")
-    misses = window.series("tomori_cache_misses_total")
-    loads = window.series("tomori_cache_loads_total")
+def _caches(side: Side) -> None:
+    hits = side.series("tomori_cache_hits_total")
+    misses = side.series("tomori_cache_misses_total")
+    loads = side.series("tomori_cache_loads_total")
+    messages = max(side.messages, 1)
     lookups = sum(hits.values()) + sum(misses.values())
     rate = sum(hits.values()) / lookups if lookups else 0.0
     print(
-        f"\ncache hit rate over the window: {rate:.1%} ({lookups / max(messages, 1):.1f}"
+        f"cache hit rate over the window: {rate:.1%} ({lookups / messages:.1f}"
         " lookups per message); misses and loads per message, by cache:"
     )
-    rows = sorted(misses, key=lambda name: -misses[name])
-    for name in rows:
-        if misses[name] <= 0:
-            continue
-        per_miss = misses[name] / max(messages, 1)
-        per_load = loads.get(name, 0.0) / max(messages, 1)
-        print(f"  {name:<28}{per_miss:>8.3f} misses{per_load:>8.3f} loads")
-    entries = by_cache(window.end.metrics, "tomori_cache_entries")
+    for name in sorted(misses, key=lambda name: -misses[name]):
+        if misses[name] > 0:
+            per_load = loads.get(name, 0.0) / messages
+            print(
+                f"  {name:<28}{misses[name] / messages:>8.3f} misses{per_load:>8.3f} loads"
+            )
+    entries = by_cache(side.end["metrics"], "tomori_cache_entries")
     print(
         "  entries at the end:",
         json.dumps({k: int(v) for k, v in entries.items() if v}),
@@ -419,6 +491,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep the short_term_memory rows of earlier runs (a restart's "
         "hydration, not a new deployment)",
     )
+    parser.add_argument(
+        "--base-tree",
+        metavar="DIR",
+        help="also run the worker of this checkout (e.g. `git worktree add "
+        "--detach /tmp/oldmain <commit>`) in the same window",
+    )
+    parser.add_argument(
+        "--base-database-url",
+        help="the base worker's database (default: --database-url + '_base')",
+    )
     parser.add_argument("--log", default="/tmp/message_cost.log", help="worker output")
     parser.add_argument(
         "--profile",
@@ -438,7 +520,7 @@ def main() -> int:
     options = parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     os.chdir(ROOT)
-    return 0 if report(run(options), options) else 1
+    return 0 if report(*run(options), options) else 1
 
 
 if __name__ == "__main__":

@@ -67,16 +67,22 @@ def base_env(database_url: str) -> dict[str, str]:
     }
 
 
-def prepare_database(env: dict[str, str], scenario: str) -> None:
-    """Create the database if missing, migrate it and seed the scenario's rows."""
+def prepare_database(env: dict[str, str], scenario: str, *, root: Path = ROOT) -> None:
+    """Create the database if missing, migrate it and seed the scenario's rows.
+
+    `root` is the checkout whose migrations and seed run (another build's,
+    beside this one); a scenario file is named by its absolute path there.
+    """
     create_database(env["DATABASE_URL"])
     quiet = {**env, "REDIS_URL": ""}  # nothing listens yet: publish nothing
+    if (ROOT / scenario).is_file():
+        scenario = str((ROOT / scenario).resolve())
     manage = [sys.executable, "manage.py"]
     for args in (
         ["migrate", "--noinput", "-v0"],
         ["seed_demo", "--scenario", scenario, "--no-user"],
     ):
-        subprocess.run([*manage, *args], cwd=ROOT, env=quiet, check=True)
+        subprocess.run([*manage, *args], cwd=root, env=quiet, check=True)
 
 
 def create_database(url: str) -> None:
@@ -104,7 +110,8 @@ def create_database(url: str) -> None:
 @contextmanager
 def process(argv: list[str], **kwargs: Any) -> Iterator[subprocess.Popen[str]]:
     """Run `argv` for the block; terminate it (then kill) on the way out."""
-    proc = subprocess.Popen(argv, cwd=ROOT, text=True, **kwargs)
+    kwargs.setdefault("cwd", ROOT)
+    proc = subprocess.Popen(argv, text=True, **kwargs)
     try:
         yield proc
     finally:
