@@ -64,6 +64,7 @@ from processes import (
     process,
     redis_argv,
     scrape,
+    turn_quantile,
     wait_for_port,
 )
 
@@ -338,17 +339,7 @@ def run(options: argparse.Namespace) -> tuple[list[Side], dict[str, Any]]:
 
 def quantile(side: Side, q: float) -> float | None:
     """Return the q-quantile of turn time over the window (bucket upper bound)."""
-    name = "tomori_turn_duration_seconds_bucket"
-    buckets: dict[float, float] = {}
-    for reading, sign in ((side.end, 1), (side.start, -1)):
-        for labels, value in reading["metrics"].get(name, {}).items():
-            le = float(dict(labels)["le"])
-            buckets[le] = buckets.get(le, 0.0) + sign * value
-    bounds = sorted(buckets)
-    if not bounds or buckets[bounds[-1]] <= 0:
-        return None
-    wanted = q * buckets[bounds[-1]]
-    return next(le for le in bounds if buckets[le] >= wanted)
+    return turn_quantile(side.start["metrics"], side.end["metrics"], q)
 
 
 def report(

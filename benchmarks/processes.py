@@ -207,3 +207,20 @@ class Counts:
                 )
             ),
         )
+
+
+def turn_quantile(
+    before: dict[str, Any], after: dict[str, Any], q: float
+) -> float | None:
+    """Return the q-quantile of turn time between two scrapes (a bucket's upper bound)."""
+    name = "tomori_turn_duration_seconds_bucket"
+    buckets: dict[float, float] = {}
+    for metrics, sign in ((after, 1), (before, -1)):
+        for labels, value in metrics.get(name, {}).items():
+            le = float(dict(labels)["le"])
+            buckets[le] = buckets.get(le, 0.0) + sign * value
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    wanted = q * buckets[bounds[-1]]
+    return next(le for le in bounds if buckets[le] >= wanted)

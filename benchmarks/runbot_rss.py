@@ -39,7 +39,11 @@ objects by type and by owner, --tracemalloc SECONDS what grew by source
 line, --mallocstats SECONDS pymalloc's arenas and blocks
 (benchmarks/traced_runbot.py runs the worker for these).
 
-Bar (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB. A run that fell
+Bars (PASS/FAIL, exit 1 on a FAIL): peak RSS <= 200 MB (--rss-bar; 0 for a
+scenario it is not set for: a full shard's RSS is printed, for sizing);
+caught up: the backlog back to at most 16 (the turns in flight) within 60 s
+of gateway ready, to stay; turn p99 <= 250 ms from a minute after ready to
+the end (the worker's turn histogram). A run that fell
 behind (a backlog above --max-backlog at the end) or whose database thread
 could not keep up (more than 1% db_unavailable turns: those store nothing,
 so the RSS would read low), or that shed messages (they fill no cache
@@ -57,6 +61,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 from processes import (
@@ -71,6 +76,7 @@ from processes import (
     process,
     redis_argv,
     scrape,
+    turn_quantile,
     wait_for_port,
 )
 
@@ -81,6 +87,11 @@ MIB = 2**20
 #: Turns whose database reads timed out store less: a run with more measures less.
 HEALTHY_SHARE = 0.01
 PER = 100_000
+#: A backlog at most this large counts as none: the turns in flight.
+CAUGHT_UP = 16
+FIRST_MINUTE = 60.0
+CATCH_UP_BAR_SECONDS = 60.0
+LATE_P99_BAR_SECONDS = 0.25
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tomori_bench"
 READY_TIMEOUT_SECONDS = 300.0
 
@@ -100,6 +111,10 @@ class Run:
     load_end: str = ""
     # (messages received, RSS MB, backlog)
     samples: list[tuple[int, float, int]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # of the samples, s after ready
+    # /metrics a minute after ready and at the end (turn times after the first minute)
+    minute_metrics: dict[str, Any] = field(default_factory=dict)
+    end_metrics: dict[str, Any] = field(default_factory=dict)
     peak_rss: float = 0.0
     counts: Counts = field(default_factory=Counts)
     entries: dict[str, float] = field(default_factory=dict)
@@ -108,6 +123,7 @@ class Run:
     stats_bytes: dict[str, int | None] = field(default_factory=dict)
     exit_code: int | None = None
     backlog_bar: int = 2_000
+    rss_bar: float = RSS_BAR_MB  # 0: RSS printed, not judged
     #: The simulated Discord's own process (empty: it runs inside the worker).
     simulator_command: list[str] = field(default_factory=list)
     simulator_pid: int | None = None
@@ -117,6 +133,24 @@ class Run:
     def max_backlog(self) -> int:
         """Return the largest received-minus-processed seen."""
         return max((backlog for _, _, backlog in self.samples), default=0)
+
+    @property
+    def caught_up_at(self) -> float | None:
+        """Return when the backlog last fell to CAUGHT_UP (s after ready), to stay."""
+        last_behind = None
+        for at, (_, _, backlog) in zip(self.times, self.samples, strict=True):
+            if backlog > CAUGHT_UP:
+                last_behind = at
+        if last_behind is None:
+            return 0.0
+        after = [at for at in self.times if at > last_behind]
+        return after[0] if after else None
+
+    def late_p99(self) -> float | None:
+        """Return the turn p99 from a minute after ready to the end (seconds)."""
+        if not self.minute_metrics:
+            return None
+        return turn_quantile(self.minute_metrics, self.end_metrics, 0.99)
 
 
 # ------------------------------------------------------------------ the run
@@ -154,6 +188,7 @@ def run_worker(options: argparse.Namespace) -> Run:
         rate=options.rate,
         messages=options.messages,
         backlog_bar=options.max_backlog,
+        rss_bar=options.rss_bar,
     )
     fake = [sys.executable, "-m", "caches.catalogs.fake_server"]
     log = open(options.log, "w")  # noqa: SIM115 (closed below, after the worker)
@@ -261,8 +296,13 @@ def _drive(
         run.peak_rss = max(run.peak_rss, rss)
         if sim is not None:
             run.simulator_rss = max(run.simulator_rss, _rss_mb(sim))
-        counts = Counts.read(scrape(port))
+        metrics = scrape(port)
+        counts = Counts.read(metrics)
         run.samples.append((counts.received, rss, counts.received - counts.processed))
+        run.times.append(time.monotonic() - started)
+        if not run.minute_metrics and run.times[-1] >= FIRST_MINUTE:
+            run.minute_metrics = metrics
+        run.end_metrics = metrics
         if counts.received >= next_print:
             print(
                 f"  {counts.received:>9,} messages  RSS {rss:6.1f} MB  "
@@ -405,12 +445,30 @@ def _n(value: float | None) -> str:
 
 def _bars(run: Run) -> bool:
     backlog = run.samples[-1][2] if run.samples else 0
+    caught_up, late_p99 = run.caught_up_at, run.late_p99()
     bars = [
         (
-            f"peak RSS <= {RSS_BAR_MB:.0f} MB",
-            run.peak_rss <= RSS_BAR_MB,
-            f"{run.peak_rss:.1f} MB",
+            f"caught up: the backlog back to <= {CAUGHT_UP} within "
+            f"{CATCH_UP_BAR_SECONDS:.0f} s of ready, to stay",
+            caught_up is not None and caught_up <= CATCH_UP_BAR_SECONDS,
+            "never" if caught_up is None else f"{caught_up:.0f} s after ready",
         ),
+        (
+            f"turn p99 <= {LATE_P99_BAR_SECONDS * 1000:.0f} ms after the first minute",
+            late_p99 is not None and late_p99 <= LATE_P99_BAR_SECONDS,
+            "no turns" if late_p99 is None else f"<= {late_p99 * 1000:g} ms",
+        ),
+    ]
+    if run.rss_bar:
+        bars.insert(
+            0,
+            (
+                f"peak RSS <= {run.rss_bar:.0f} MB",
+                run.peak_rss <= run.rss_bar,
+                f"{run.peak_rss:.1f} MB",
+            ),
+        )
+    bars += [
         (
             "the worker kept up (backlog at the end)",
             backlog <= run.backlog_bar,
@@ -443,6 +501,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sample-seconds", type=float, default=1.0)
     parser.add_argument("--print-every", type=int, default=20_000)
     parser.add_argument("--max-backlog", type=int, default=2_000)
+    parser.add_argument(
+        "--rss-bar",
+        type=float,
+        default=RSS_BAR_MB,
+        metavar="MB",
+        help="the peak RSS bar (0: printed, not judged: a full shard's scenario)",
+    )
     parser.add_argument("--skip-seed", action="store_true")
     parser.add_argument(
         "--in-process",

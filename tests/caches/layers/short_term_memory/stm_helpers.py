@@ -42,3 +42,18 @@ async def remember(
 def durable_rows() -> list[ShortTermMemoryRecord]:
     """Return every durable row."""
     return list(ShortTermMemoryRecord.objects.order_by("cache_key"))
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[object]:
+    """Count the calls of repository function `name` (its arguments, in order)."""
+    from tomori.domain.repositories import memory as repo
+
+    calls: list[object] = []
+    real = getattr(repo, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(repo, name, counted)
+    return calls

@@ -22,6 +22,7 @@ from caches.layers.short_term_memory import (
 )
 from caches.layers.short_term_memory.durable import DurableWriter
 from tests.caches.layers.short_term_memory.stm_helpers import (
+    counting,
     db,
     durable_rows,
     message,
@@ -40,18 +41,6 @@ USER, SERVER, CHANNEL = 101, 201, 301
 def _restarted() -> ShortTermMemoryStore:
     """Return a store with an empty cache over the same database (a new process)."""
     return ShortTermMemoryStore(maxsize=100)
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[object]:
-    calls: list[object] = []
-    real = getattr(repo, name)
-
-    def counted(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(repo, name, counted)
-    return calls
 
 
 def _gated(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[asyncio.Event, ...]:
@@ -267,7 +256,7 @@ async def test_concurrent_read_misses_query_once(
 ) -> None:
     await _summarize("s")
     await stm.flush_pending_writes()
-    calls = _counting(monkeypatch, "get_memory_record")
+    calls = counting(monkeypatch, "get_memory_record")
     fresh = _restarted()
     key = user_short_term_memory_key(USER, CHANNEL)
     entries = await asyncio.gather(*(fresh.get(key) for _ in range(5)))
@@ -279,7 +268,7 @@ async def test_concurrent_read_misses_query_once(
 async def test_a_miss_without_a_row_is_remembered(
     stm_store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = _counting(monkeypatch, "get_memory_record")
+    calls = counting(monkeypatch, "get_memory_record")
     for _ in range(3):
         assert await stm.get_short_term_memory_for_user_channel(USER, 999) is None
     assert len(calls) == 1
@@ -292,7 +281,7 @@ async def test_listing_after_restart_loads_the_scope_once(
     for channel in (1, 2, 3):
         await _summarize(f"s{channel}", channel=channel)
     await stm.flush_pending_writes()
-    calls = _counting(monkeypatch, "list_memory_records_for_server")
+    calls = counting(monkeypatch, "list_memory_records_for_server")
     fresh = _restarted()
     first = await fresh.list_scope("server", SERVER)
     again = await fresh.list_scope("server", SERVER)

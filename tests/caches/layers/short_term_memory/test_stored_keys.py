@@ -18,23 +18,11 @@ from caches.layers.short_term_memory import (
 )
 from caches.layers.short_term_memory import store as store_module
 from caches.layers.short_term_memory.stored_keys import StoredKeys
-from tests.caches.layers.short_term_memory.stm_helpers import db, remember
+from tests.caches.layers.short_term_memory.stm_helpers import counting, db, remember
 from tomori.domain.models import ShortTermMemoryRecord
 from tomori.domain.repositories import memory as repo
 
 USER, SERVER, CHANNEL = 101, 201, 301
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[object]:
-    calls: list[object] = []
-    real = getattr(repo, name)
-
-    def counted(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(repo, name, counted)
-    return calls
 
 
 async def _restarted_and_built() -> ShortTermMemoryStore:
@@ -49,7 +37,7 @@ async def test_a_miss_for_a_key_never_stored_reads_nothing(
     stm_store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fresh = await _restarted_and_built()
-    reads = _counting(monkeypatch, "get_memory_record")
+    reads = counting(monkeypatch, "get_memory_record")
     for channel in (1, 2, 3):
         key = user_short_term_memory_key(USER, channel)
         assert await fresh.get(key) is None
@@ -62,7 +50,7 @@ async def test_without_a_built_filter_a_miss_reads_the_table(
     stm_store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fresh = ShortTermMemoryStore(maxsize=100)
-    reads = _counting(monkeypatch, "get_memory_record")
+    reads = counting(monkeypatch, "get_memory_record")
     assert await fresh.get(user_short_term_memory_key(USER, 9)) is None
     assert len(reads) == 1
     assert fresh.stats()["stored_keys_filter"] == "not built"
@@ -88,7 +76,7 @@ async def test_a_key_stored_after_the_build_is_read_back_once_evicted(
     )
     await store.writer.flush()
     store.cache.clear()  # evicted: the row is the only copy now
-    reads = _counting(monkeypatch, "get_memory_record")
+    reads = counting(monkeypatch, "get_memory_record")
     entry = await store.get(key)
     assert len(reads) == 1
     assert entry is not None and entry.turn_count == 1
