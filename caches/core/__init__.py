@@ -1,6 +1,6 @@
 """The cache core: one bounded, TTL-aware map for every layer (no Django here)."""
 
-from caches.core.bounded import BoundedTTLCache, Loader
+from caches.core.bounded import BoundedTTLCache, Loader, refreshing
 from caches.core.clock import Clock, FakeClock
 from caches.core.flight import Flight, SingleFlight, current_flight
 from caches.core.markers import MISSING, DoNotCache, Missing
@@ -24,4 +24,5 @@ __all__ = [
     "SingleFlight",
     "SteppedDrop",
     "current_flight",
+    "refreshing",
 ]

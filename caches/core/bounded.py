@@ -16,7 +16,9 @@ than that load: it detaches the load the same way, so the older result never
 overwrites the value just set. A load of many keys by one call
 (`load_many`: `reserve`, the call, `fill`) holds a task-less flight per key
 meanwhile, so the same invalidations keep its values out, and loads only
-into the room left under the cap.
+into the room left under the cap. Inside `refreshing()` the same call
+reloads the resident keys instead (refresh-ahead: a fresh value and deadline
+before the old one expires) and loads no absent one.
 
 Threads. The bot is single-threaded asyncio, and a cache is confined to the
 thread that runs the event loop: it takes no locks (an uncontended lock here
@@ -33,9 +35,11 @@ bound to the running loop in any case (its in-flight loads are tasks).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from contextvars import ContextVar
 from typing import Any, TypeVar, overload
 
 from caches.core.clock import Clock
@@ -48,6 +52,25 @@ V = TypeVar("V")
 D = TypeVar("D")
 
 Loader = Callable[[], Awaitable["V | DoNotCache[V]"]]
+
+_REFRESHING: ContextVar[bool] = ContextVar("cache_refreshing", default=False)
+
+
+@contextlib.contextmanager
+def refreshing() -> Iterator[None]:
+    """Make the bulk loads inside (`load_many`, `load_values`) refresh, not fill.
+
+    Inside, `reserve` holds the keys that are resident (each reloaded with a
+    fresh deadline, counted as `refreshes`) and skips the absent ones: a
+    refresh keeps warm what a cache holds and adds nothing (an emergency
+    clear stays cleared). Every guarantee of a bulk load holds: a key
+    invalidated, set or cleared while the call runs keeps its newer state.
+    """
+    token = _REFRESHING.set(True)
+    try:
+        yield
+    finally:
+        _REFRESHING.reset(token)
 
 
 class BoundedTTLCache(ExpiringStore[K, V]):
@@ -165,8 +188,17 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         key meanwhile runs a load of its own, which owns the key. Keys past
         the room left under the cap are not held: a bulk load never evicts.
         """
-        room = self.maxsize - len(self)
         held: dict[K, Flight[Any]] = {}
+        if _REFRESHING.get():
+            self._expire_due()
+            data, hold = self._data, self._loads.hold
+            for key in keys:
+                if key in data:
+                    flight = hold(key)
+                    if flight is not None:
+                        held[key] = flight
+            return held
+        room = self.maxsize - len(self)
         for key in keys:
             if len(held) >= room:
                 break
@@ -190,11 +222,17 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         layer would not cache it), nor is one detached or loaded anew meanwhile.
         """
         stored: dict[K, V] = {}
+        # A refresh stores over resident keys only: one that expired or was
+        # evicted meanwhile is not brought back (and evicts nothing).
+        refresh, data = _REFRESHING.get(), self._data
         for key, flight in held.items():
-            if self._loads.release(key, flight) and key in values:
-                value = values[key]
-                ExpiringStore.set(self, key, value, ttl)
-                stored[key] = value
+            if not self._loads.release(key, flight) or key not in values:
+                continue
+            if refresh and key not in data:
+                continue
+            value = values[key]
+            ExpiringStore.set(self, key, value, ttl)
+            stored[key] = value
         return stored
 
     def release(self, held: Mapping[K, Flight[Any]]) -> None:
@@ -213,7 +251,10 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         held = self.reserve(keys)
         if not held:
             return {}
-        self.loads += len(held)
+        if _REFRESHING.get():
+            self.refreshes += len(held)
+        else:
+            self.loads += len(held)
         try:
             values = await loader(list(held))
         except BaseException as exc:
@@ -323,6 +364,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         self.hits = 0
         self.misses = 0
         self.loads = 0
+        self.refreshes = 0  # resident keys reloaded ahead of expiry (refreshing())
         self.load_failures = 0
         self.evictions = 0
         self.expirations = 0
@@ -340,6 +382,7 @@ class BoundedTTLCache(ExpiringStore[K, V]):
             "hits": self.hits,
             "misses": self.misses,
             "loads": self.loads,
+            "refreshes": self.refreshes,
             "load_failures": self.load_failures,
             "evictions": self.evictions,
             "expirations": self.expirations,

@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
-from caches.core import MISSING
+from caches.core import MISSING, refreshing
 from caches.db_outage import DB_ERRORS, database_failed
 from caches.layers._feeds import Feed, server_disc_id_of
 from caches.layers._maps import OneMap
@@ -99,6 +99,26 @@ async def warm_users(user_disc_ids: Iterable[int], *, limit: int) -> int:
             lambda chunk: run_db(users_repo.get_users_by_disc_ids, chunk),
         )
     return stored
+
+
+def user_ttl() -> float:
+    """Return the user rows' TTL (seconds) as the map holds it (inf: no TTL)."""
+    ttl = _layer.cache.ttl
+    return float("inf") if ttl is None else ttl
+
+
+async def refresh_users() -> int:
+    """Reload the user rows the cache holds, in bulk, each with a fresh deadline.
+
+    The worker's refresh-ahead (`caches.warm`): the rows warmed at ready all
+    expire one TTL later, together. Only resident rows are reloaded
+    (`refreshing()`); blacklist entries are not (one per server). Returns
+    the rows refreshed; database errors propagate.
+    """
+    held = _layer.cache.keys()  # a snapshot: the store is not iterable
+    ids = [key for key in held if isinstance(key, int)]
+    with refreshing():
+        return await warm_users(ids, limit=len(ids))
 
 
 async def get_cached_privacy_level(user_disc_id: int) -> int:

@@ -9,7 +9,9 @@ Start-up order (settings were validated by the command's system checks):
 3. warm the LLM cache, the catalogs (stored snapshots first, network later),
    the preset avatars, then the per-server entries of the shards' guilds
    (`caches.warm`: a few queries per table, within WORKER_WARM_TIMEOUT_SECONDS;
-   a slow or failing database leaves the worker to start cold);
+   a slow or failing database leaves the worker to start cold), kept warm
+   after by a refresh of what is still resident every half TTL
+   (WORKER_REFRESH_AHEAD);
 4. start the timers: memory guard, cache metrics logger, discord.py sweepers,
    catalog stale check, live snapshot, heap trim (caches/memory/heap_trim.py);
 5. log in (to Discord, or to the built-in simulated Discord).
@@ -72,6 +74,7 @@ from caches.messages import TrafficFigures, WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
+from caches.warm import RefreshSchedule
 from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.buckets import TURN_BUCKETS
@@ -89,6 +92,9 @@ DB_CHECK_SECONDS = 1.0
 #: How often short-term memory's stored-keys filter is checked (built if
 #: missing, as at start or after a failed build; rebuilt when full).
 STORED_KEYS_CHECK_SECONDS = 60.0
+#: How often the refresh-ahead of the warmed caches looks for a layer due
+#: (each is refreshed every half of its shortest TTL: `caches.warm`).
+REFRESH_CHECK_SECONDS = 15.0
 
 CATALOG_CHECK_SECONDS = 60.0
 #: How often the console gets one line summing up the traffic.
@@ -194,6 +200,8 @@ class BotWorker:
         self._running = _Running()
         self._watchdog: threading.Timer | None = None
         self.ready = asyncio.Event()
+        #: Refresh-ahead (WORKER_REFRESH_AHEAD): each name counts from its warm-up.
+        self.refresh = RefreshSchedule({})
 
     async def run(self, *, on_locked: Callable[[], object] | None = None) -> int:
         """Run until stopped (signal, --duration or `stop()`); return the exit code.
@@ -301,7 +309,7 @@ class BotWorker:
 
     async def _warm_guilds(self) -> None:
         """Warm the shards' guilds' per-server entries, within its deadline (one line)."""
-        from caches.warm import warm_guilds
+        from caches.warm import warm_guilds, warmed_layers
 
         timeout = knobs().WORKER_WARM_TIMEOUT_SECONDS
         if not timeout:
@@ -316,6 +324,9 @@ class BotWorker:
         grown = ((read_rss_bytes() or 0) - before) / 2**20
         log = logger.warning if report.stopped else logger.info
         log("guild caches: %s (RSS %+.1f MB)", report.line(), grown)
+        if knobs().WORKER_REFRESH_AHEAD:
+            self.refresh = RefreshSchedule.for_layers(warmed_layers())
+            self.refresh.start()
 
     async def _start_catalogs(self) -> None:
         overrides: dict[str, Any] = {}
@@ -411,6 +422,42 @@ class BotWorker:
             self._every(STORED_KEYS_CHECK_SECONDS, self._maintain_stored_keys),
             "stm-stored-keys",
         )
+        if knobs().WORKER_REFRESH_AHEAD:
+            self._spawn(
+                self._every(
+                    REFRESH_CHECK_SECONDS, self._refresh_caches, first_after=True
+                ),
+                "refresh-ahead",
+            )
+
+    async def _refresh_caches(self) -> None:
+        """Reload in bulk the warmed entries still held, before they expire (`caches.warm`)."""
+        from caches.layers.user import refresh_users
+        from caches.warm import USERS, refresh_guilds, warmed_layers
+
+        schedule = self.refresh
+        due = set(schedule.due())
+        layers = [layer for layer in warmed_layers() if layer.name in due]
+        if layers:
+            report = await refresh_guilds(
+                layers,
+                shard_ids=self.options.shard_ids,
+                shard_count=self.options.shard_count,
+                timeout=knobs().WORKER_WARM_TIMEOUT_SECONDS or REFRESH_CHECK_SECONDS,
+            )
+            if report.stopped:  # due again at the next check
+                logger.warning("guild caches: refresh %s", report.line())
+            else:
+                schedule.done([layer.name for layer in layers])
+                logger.debug("guild caches: refreshed %s", report.line())
+        if USERS in due:
+            try:
+                refreshed = await refresh_users()
+            except DB_ERRORS as exc:
+                logger.warning("users not refreshed (%s)", type(exc).__name__)
+                return
+            schedule.done([USERS])
+            logger.debug("users refreshed: %d entries", refreshed)
 
     async def _maintain_stored_keys(self) -> None:
         """Keep short-term memory's stored-keys filter built (see its module)."""
@@ -620,7 +667,8 @@ class BotWorker:
         on the production scenario. Bounded by half the user cache's cap; a
         failing database leaves the misses to load as before.
         """
-        from caches.layers.user import warm_users
+        from caches.layers.user import user_ttl, warm_users
+        from caches.warm import USERS
 
         await self.client.wait_until_ready()
         members = {
@@ -636,6 +684,9 @@ class BotWorker:
         except DB_ERRORS as exc:
             logger.warning("users not warmed (%s); loaded on use", type(exc).__name__)
             return
+        if knobs().WORKER_REFRESH_AHEAD:
+            self.refresh.add(USERS, user_ttl() / 2)
+            self.refresh.start([USERS])
         logger.info(
             "users warmed: %d entries for %d cached members in %.2f s",
             stored,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from caches.core import BoundedTTLCache, FakeClock
+from caches.core import BoundedTTLCache, FakeClock, refreshing
 
 
 def cache_of(clock: FakeClock) -> BoundedTTLCache[str, str]:
@@ -144,3 +144,80 @@ async def test_a_cancelled_call_lets_go_of_its_keys(fake_clock: FakeClock) -> No
     loader = HeldLoader()
     loader.release.set()
     assert await cache.load_many(["a"], loader) == 1  # nothing still held
+
+
+# ------------------------------------------------------------ refreshing()
+
+
+async def test_a_refresh_reloads_the_resident_keys_only_each_with_a_fresh_deadline(
+    fake_clock: FakeClock,
+) -> None:
+    cache = cache_of(fake_clock)  # ttl 60
+    cache.set("held", "old")
+    fake_clock.advance(50)
+    loader = HeldLoader()
+    loader.release.set()
+    with refreshing():
+        stored = await cache.load_many(["held", "absent"], loader)
+    assert loader.calls == [["held"]]  # an absent key is not loaded
+    assert stored == 1
+    assert cache.peek("absent", None) is None
+    fake_clock.advance(30)  # 80 s after the first set: past its first deadline
+    assert cache.peek("held") == "v-held"
+    stats = cache.stats()
+    assert (stats["refreshes"], stats["loads"], stats["in_flight"]) == (1, 0, 0)
+    fake_clock.advance(31)  # 61 s after the refresh
+    assert cache.peek("held", None) is None
+
+
+async def test_a_refresh_keeps_what_changed_while_it_ran(fake_clock: FakeClock) -> None:
+    cache = cache_of(fake_clock)
+    for key in ("gone", "newer", "kept"):
+        cache.set(key, "old")
+    loader = HeldLoader()
+    with refreshing():  # the task copies the context: it refreshes
+        refresh = asyncio.create_task(
+            cache.load_many(["gone", "newer", "kept"], loader)
+        )
+        await loader.entered.wait()
+    cache.invalidate("gone")
+    cache.set("newer", "set meanwhile")
+    loader.release.set()
+    assert await refresh == 1
+    assert cache.peek("gone", None) is None  # not brought back
+    assert cache.peek("newer") == "set meanwhile"
+    assert cache.peek("kept") == "v-kept"
+
+
+async def test_a_key_that_expired_during_a_refresh_is_not_brought_back(
+    fake_clock: FakeClock,
+) -> None:
+    cache = cache_of(fake_clock)
+    cache.set("short", "old")
+    fake_clock.advance(59)
+    loader = HeldLoader()
+    with refreshing():
+        refresh = asyncio.create_task(cache.load_many(["short"], loader))
+        await loader.entered.wait()
+    fake_clock.advance(2)
+    assert cache.peek("short", None) is None  # expired while the query ran
+    loader.release.set()
+    assert await refresh == 0
+    assert len(cache) == 0
+
+
+async def test_a_refresh_of_a_full_cache_evicts_nothing(fake_clock: FakeClock) -> None:
+    cache: BoundedTTLCache[str, str] = BoundedTTLCache(
+        "full", maxsize=2, ttl=60, clock=fake_clock
+    )
+    cache.set("a", "old")
+    cache.set("b", "old")
+    loader = HeldLoader()
+    loader.release.set()
+    with refreshing():
+        assert await cache.load_many(["a", "b", "c"], loader) == 2
+    assert sorted(cache.items()) == [("a", "v-a"), ("b", "v-b")]
+    assert cache.evictions == 0
+    # Outside refreshing(), the same call fills again (and never evicts).
+    assert await cache.load_many(["c"], loader) == 0
+    assert cache.stats()["loads"] == 0

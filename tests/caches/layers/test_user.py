@@ -13,7 +13,7 @@ from caches.layers.user import (
     invalidate_user_cache,
 )
 from caches.registry import registry
-from tomori.domain.models import PrivacyLevel
+from tomori.domain.models import PrivacyLevel, User
 from tomori.domain.repositories import users as users_repo
 
 pytestmark = pytest.mark.django_db
@@ -228,3 +228,22 @@ def test_a_warm_stops_at_its_limit_and_skips_cached_users(run, make_user, count_
     stored = run(user_layer.warm_users, [row.user_disc_id for row in rows], limit=2)
     assert (stored, loaded.calls) == (1, 1)  # rows[0] cached; rows[2] past the limit
     assert user_layer._layer.cache.peek(rows[2].user_disc_id) is MISSING
+
+
+def test_a_refresh_reloads_the_rows_held_and_no_others(run, make_user) -> None:
+    held, other = make_user(username="held"), make_user(username="other")
+    run(get_cached_user_row, held.user_disc_id)
+    run(get_cached_user_row, 88)  # an unknown user's negative entry is a row too
+    run(get_blacklisted, held)  # a server's blacklist: not a row, not refreshed
+    # Outside any invalidation (no commit in this test): the entry is stale.
+    User.objects.filter(pk=held.id).update(username="renamed")
+    assert user_layer._layer.cache.peek(held.user_disc_id).username == "held"
+    assert run(user_layer.refresh_users) == 2
+    assert user_layer._layer.cache.peek(held.user_disc_id).username == "renamed"
+    assert user_layer._layer.cache.peek(other.user_disc_id) is MISSING
+    assert registry.stats()["user"]["refreshes"] == 2
+    assert user_layer.user_ttl() == TTL
+
+
+async def get_blacklisted(row) -> bool:  # type: ignore[no-untyped-def]
+    return await get_cached_blacklist_status(1, row.user_disc_id)

@@ -237,3 +237,106 @@ def test_only_the_shards_guilds_are_listed(db) -> None:  # type: ignore[no-untyp
     listed = servers_repo.shard_servers([1], 2)
     assert sorted(disc for _, disc in listed) == sorted(on[1])
     assert len(servers_repo.shard_servers(None, None)) == 8
+
+
+# ------------------------------------------------------------ refresh-ahead
+
+
+def _refresh(layers: Any) -> Any:
+    return async_to_sync(warm.refresh_guilds)(
+        layers, shard_ids=None, shard_count=None, timeout=30.0
+    )
+
+
+def test_a_refresh_reloads_what_each_layer_holds_and_adds_nothing(servers) -> None:
+    _warm()
+    full, no_stickers = servers[0], servers[1]
+    state = registry.get(tomori_state.NAME)
+    state.invalidate(no_stickers.server_disc_id)  # not held: a refresh leaves it out
+    # No commit in this test, so no invalidation: the held entry is stale.
+    m.ServerModelConfig.objects.filter(server=full).update(temperature=0.9)
+    assert state.peek(full.server_disc_id).temperature == 0.5  # type: ignore[attr-defined]
+    held = _held()
+
+    report = _refresh(warmed_layers())
+    assert not report.stopped
+    assert state.peek(full.server_disc_id).temperature == 0.9  # type: ignore[attr-defined]
+    assert state.peek(no_stickers.server_disc_id, None) is None  # type: ignore[attr-defined]
+    refreshed = _held()
+    for name, maps in held.items():  # the same keys, none added
+        for label, entries in maps.items():
+            assert set(refreshed[name][label]) == set(entries), f"{name} {label}"
+    assert report.entries["tomori_state"] == 1
+    stats = registry.stats()["tomori_state"]
+    assert stats["refreshes"] >= 1 and stats["evictions"] == 0
+
+
+def test_a_refresh_of_some_layers_touches_no_others(servers) -> None:
+    _warm()
+    m.ServerModelConfig.objects.filter(server=servers[0]).update(temperature=0.9)
+    prompt = next(x for x in warmed_layers() if x.name == channel_prompt.NAME)
+    report = _refresh([prompt])
+    assert set(report.entries) == {channel_prompt.NAME}
+    state = registry.get(tomori_state.NAME).peek(servers[0].server_disc_id)  # type: ignore[attr-defined]
+    assert state.temperature == 0.5
+
+
+def test_each_layer_is_due_every_half_of_the_ttl_a_turn_reads(db) -> None:  # type: ignore[no-untyped-def]
+    from caches.core import FakeClock
+
+    clock = FakeClock()
+    schedule = warm.RefreshSchedule.for_layers(warmed_layers(), clock=clock)
+    periods = schedule.periods
+    # tomori_state's error memory (60 s) and last good values are not read fresh.
+    assert periods[tomori_state.NAME] == 300.0
+    assert periods[channel_whitelist.NAME] == 150.0
+    assert periods[novelai_subscription.NAME] == 43_200.0
+    assert schedule.due() == []  # nothing counts before its warm-up
+    schedule.start()
+    clock.advance(149)
+    assert schedule.due() == []
+    clock.advance(1)
+    assert set(schedule.due()) == {channel_whitelist.NAME, personal_spotlight.NAME}
+    schedule.done([channel_whitelist.NAME])
+    assert schedule.due() == [personal_spotlight.NAME]  # not done: due again
+    schedule.add(warm.USERS, 900.0)
+    clock.advance(150)
+    assert warm.USERS not in schedule.due()  # counts from its own start
+    schedule.start([warm.USERS])
+    clock.advance(900)
+    assert warm.USERS in schedule.due()
+
+
+def test_the_workers_job_refreshes_what_is_due(servers, make_user) -> None:  # type: ignore[no-untyped-def]
+    from caches.core import FakeClock
+    from caches.layers import user as user_layer
+    from tomori.bot.worker import BotWorker, WorkerOptions
+
+    _warm()
+    row = make_user(username="before")
+    async_to_sync(user_layer.warm_users)([row.user_disc_id], limit=10)
+    clock = FakeClock()
+    worker = BotWorker(WorkerOptions(worker_id="w-refresh"))
+    worker.refresh = warm.RefreshSchedule.for_layers(warmed_layers(), clock=clock)
+    worker.refresh.add(warm.USERS, user_layer.user_ttl() / 2)
+    worker.refresh.start()
+    m.ServerModelConfig.objects.filter(server=servers[0]).update(temperature=0.9)
+    m.User.objects.filter(pk=row.id).update(username="after")
+    state = registry.get(tomori_state.NAME)
+
+    def current() -> tuple[float, str]:
+        return (
+            state.peek(servers[0].server_disc_id).temperature,  # type: ignore[attr-defined]
+            user_layer._layer.cache.peek(row.user_disc_id).username,
+        )
+
+    clock.advance(299)
+    async_to_sync(worker._refresh_caches)()  # only the 5-minute layers are due
+    assert current() == (0.5, "before")
+    clock.advance(1)
+    async_to_sync(worker._refresh_caches)()
+    assert current() == (0.9, "before")
+    clock.advance(600)
+    async_to_sync(worker._refresh_caches)()
+    assert current() == (0.9, "after")
+    assert worker.refresh.due() == []

@@ -69,6 +69,13 @@ class DatabaseKnobs:
         minimum=0,
         maximum=600,
     )
+    WORKER_REFRESH_AHEAD: bool = knob(
+        True,
+        "Keep the warmed per-server cache entries warm: every half of a layer's TTL "
+        "the worker reloads the entries it still holds in bulk, before they expire "
+        "(false: they expire and reload one miss at a time). Each refresh is bounded "
+        "by WORKER_WARM_TIMEOUT_SECONDS.",
+    )
     WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = knob(
         15.0,
         "SIGTERM: the worker lets its running turns finish (half of this less 1 s, "
