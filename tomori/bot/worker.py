@@ -443,7 +443,6 @@ class BotWorker:
                 layers,
                 shard_ids=self.options.shard_ids,
                 shard_count=self.options.shard_count,
-                timeout=knobs().WORKER_WARM_TIMEOUT_SECONDS or REFRESH_CHECK_SECONDS,
             )
             if report.stopped:  # due again at the next check
                 logger.warning("guild caches: refresh %s", report.line())

@@ -73,8 +73,7 @@ class DatabaseKnobs:
         True,
         "Keep the warmed per-server cache entries warm: every half of a layer's TTL "
         "the worker reloads the entries it still holds in bulk, before they expire "
-        "(false: they expire and reload one miss at a time). Each refresh is bounded "
-        "by WORKER_WARM_TIMEOUT_SECONDS.",
+        "(false: they expire and reload one miss at a time).",
     )
     WORKER_SHUTDOWN_TIMEOUT_SECONDS: float = knob(
         15.0,
