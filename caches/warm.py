@@ -24,13 +24,15 @@ store (tests/caches/layers/test_warm.py compares them, layer by layer).
 Kept warm (refresh-ahead): the warm-up stores every guild's entries at one
 moment, so without more they would all expire together one TTL later and
 come back one miss, one query at a time (measured on the production
-scenario ten minutes after a start: 0.2 loads and 0.4 round trips a message
-more, a full shard's 27,000 entries at once). So the worker refreshes each
-warmed layer every half of its shortest TTL (`RefreshSchedule`): the same
-bulk queries inside `caches.core.refreshing()`, which reload only the keys
-still resident, each with a fresh deadline, and add none. A value is never
-older than its TTL (it is younger), nothing is stored past a cap, and an
-emergency clear stays cleared.
+scenario ten minutes after a start: 0.25 loads and 0.3 round trips a
+message more, a turn p99 of 1 s; a full shard's 27,000 entries at once).
+So the worker reloads each warmed layer's entries every half of its
+shortest TTL, a slice of the guilds at each 15 s check so that the load is
+spread over the period (`RefreshSchedule`): the same bulk queries inside
+`caches.core.refreshing()`, which reload only the keys still resident, each
+with a fresh deadline, and add none. A value is never older than its TTL
+(it is younger), nothing is stored past a cap, and an emergency clear stays
+cleared.
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from caches.core import Clock, refreshing
+from caches.core import refreshing
 from caches.database import run_db
 from caches.db_outage import DB_ERRORS
 from caches.layers import declared_layers
@@ -53,15 +55,6 @@ logger = logging.getLogger(__name__)
 
 #: Servers per batch: every layer's queries take this many ids at most.
 WARM_BATCH = 1000
-#: A refresh runs beside the turns, so it goes in smaller steps with a pause
-#: after each: the database thread converting a batch's rows holds the GIL,
-#: and a full shard's 1,000-server steps stalled the turns (a backlog of 100
-#: at 250 msg/s). 250 servers and 20 ms: about 10 s for 2,580 guilds.
-REFRESH_BATCH = 250
-REFRESH_PAUSE_SECONDS = 0.02
-#: A refresh's own bound (it is not the start's critical path): well inside
-#: the shortest period (150 s for a 5-minute TTL).
-REFRESH_TIMEOUT_SECONDS = 60.0
 
 
 @dataclass
@@ -132,18 +125,13 @@ async def warm_guilds(
     shard_count: int | None,
     timeout: float,
     batch_size: int = WARM_BATCH,
-    layers: Sequence[Layer] | None = None,
-    pause: float = 0.0,
 ) -> WarmReport:
-    """Warm every warmable layer (or `layers`) for the shards' guilds within `timeout` s.
-
-    `pause`: seconds to sleep after each layer's batch (a refresh beside turns).
-    """
+    """Warm every warmable layer for the shards' guilds within `timeout` seconds."""
     report = WarmReport()
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            await _warm(report, shard_ids, shard_count, batch_size, layers, pause)
+            await _warm(report, shard_ids, shard_count, batch_size)
     except TimeoutError:
         report.stopped = f"WORKER_WARM_TIMEOUT_SECONDS={timeout:g} passed"
     except DB_ERRORS as exc:
@@ -157,10 +145,8 @@ async def _warm(
     shard_ids: Sequence[int] | None,
     shard_count: int | None,
     batch_size: int,
-    only: Sequence[Layer] | None = None,
-    pause: float = 0.0,
 ) -> None:
-    layers = warmed_layers() if only is None else list(only)
+    layers = warmed_layers()
     report.entries = dict.fromkeys((layer.name for layer in layers), 0)
     servers = await run_db(servers_repo.shard_servers, shard_ids, shard_count)
     report.guilds = len(servers)
@@ -168,35 +154,50 @@ async def _warm(
         for layer in layers:
             assert layer.warm is not None
             report.entries[layer.name] += await layer.warm(batch)
-            if pause:
-                await asyncio.sleep(pause)
+
+
+#: How often the worker refreshes a slice of each warmed cache (its timer).
+REFRESH_CHECK_SECONDS = 15.0
+#: A refresh step's own bound (a database call has its own deadline too).
+REFRESH_TIMEOUT_SECONDS = 60.0
 
 
 async def refresh_guilds(
-    layers: Sequence[Layer],
+    due: Mapping[str, tuple[int, int]],
     *,
     shard_ids: Sequence[int] | None,
     shard_count: int | None,
     timeout: float = REFRESH_TIMEOUT_SECONDS,
-    batch_size: int = REFRESH_BATCH,
-    pause: float = REFRESH_PAUSE_SECONDS,
+    batch_size: int = WARM_BATCH,
 ) -> WarmReport:
-    """Reload the resident entries of `layers` for the shards' guilds, in bulk.
+    """Reload the resident entries of one slice of guilds per layer, in bulk.
 
-    The warm-up's queries inside `refreshing()`, in smaller steps with a
-    pause after each: the report's entries are the keys refreshed (absent
-    ones are not loaded). Bounded and coherent as the warm-up is; a
-    database error ends it (what was refreshed stays).
+    `due` maps a warmed layer's name to (slice, slices): the shards' guilds
+    `servers[slice::slices]` (in `shard_servers` order). The warm-up's
+    queries inside `refreshing()`: the report's entries are the keys
+    refreshed (absent ones are not loaded). Bounded and coherent as the
+    warm-up is; a database error ends it (what was refreshed stays).
     """
-    with refreshing():
-        return await warm_guilds(
-            shard_ids=shard_ids,
-            shard_count=shard_count,
-            timeout=timeout,
-            batch_size=batch_size,
-            layers=layers,
-            pause=pause,
-        )
+    report = WarmReport()
+    layers = [layer for layer in warmed_layers() if layer.name in due]
+    report.entries = dict.fromkeys((layer.name for layer in layers), 0)
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            servers = await run_db(servers_repo.shard_servers, shard_ids, shard_count)
+            report.guilds = len(servers)
+            with refreshing():
+                for layer in layers:
+                    assert layer.warm is not None
+                    part, parts = due[layer.name]
+                    for batch in batches(servers[part::parts], batch_size):
+                        report.entries[layer.name] += await layer.warm(batch)
+    except TimeoutError:
+        report.stopped = f"{timeout:g} s passed"
+    except DB_ERRORS as exc:
+        report.stopped = f"database error: {type(exc).__name__}: {exc}"
+    report.seconds = time.perf_counter() - started
+    return report
 
 
 #: Maps a turn does not read fresh: a stale-fallback layer's last good values
@@ -220,23 +221,29 @@ USERS = "user"
 
 
 class RefreshSchedule:
-    """When each refreshed cache is due: every half of its shortest TTL.
+    """Which slice of each refreshed cache is due at each of the worker's checks.
 
-    Named periods: a warmed layer's name (`for_layers`), and USERS for the
-    user rows warmed at gateway ready. A name counts from its `start` (when
-    it was warmed); `due()` lists the names whose period has passed since,
-    `done(names)` restarts their count. A refresh that failed is not `done`:
-    it is due again at the next check.
+    A name (a warmed layer's, or USERS for the user rows warmed at ready)
+    has a period, half of its shortest TTL, cut into `slices` of one check
+    (REFRESH_CHECK_SECONDS) each: every check refreshes one slice of its
+    guilds (or users), the next check the next one, so each slice comes
+    round once a period and a full shard's refresh is spread over the
+    period instead of landing at once (which backed up its turns). From its
+    `start` (its warm-up), a name's slices are refreshed at checks 1, 2, ...:
+    each entry is reloaded at most one period after it was stored, so it
+    never reaches its TTL. No clock: the checks are the timer's ticks.
     """
 
-    def __init__(self, periods: dict[str, float], *, clock: Clock = time.monotonic):
-        self._clock = clock
+    def __init__(
+        self, periods: dict[str, float], *, check_seconds: float = REFRESH_CHECK_SECONDS
+    ) -> None:
+        self.check_seconds = check_seconds
         self.periods = dict(periods)
-        self._last: dict[str, float] = {}
+        self._ticks: dict[str, int] = {}  # checks since each started name's start
 
     @classmethod
     def for_layers(
-        cls, layers: Sequence[Layer], *, clock: Clock = time.monotonic
+        cls, layers: Sequence[Layer], *, check_seconds: float = REFRESH_CHECK_SECONDS
     ) -> RefreshSchedule:
         """Return a schedule of `layers`, each every half of its shortest TTL."""
         periods = {
@@ -244,27 +251,26 @@ class RefreshSchedule:
             for layer in layers
             if (ttl := shortest_ttl(layer)) is not None
         }
-        return cls(periods, clock=clock)
+        return cls(periods, check_seconds=check_seconds)
 
     def add(self, name: str, period: float) -> None:
         """Schedule `name` every `period` seconds (counted from its `start`)."""
         self.periods[name] = period
 
+    def slices(self, name: str) -> int:
+        """Return how many checks (slices) one period of `name` is cut into."""
+        return max(1, int(self.periods[name] // self.check_seconds))
+
     def start(self, names: Sequence[str] | None = None) -> None:
-        """Count the period of `names` (None: every name) from now: just warmed."""
-        now = self._clock()
+        """Start counting the checks of `names` (None: every name): just warmed."""
         for name in self.periods if names is None else names:
-            self._last[name] = now
+            self._ticks[name] = 0
 
-    def due(self) -> list[str]:
-        """Return the started names whose period has passed since their last refresh."""
-        now = self._clock()
-        return [
-            name
-            for name, period in self.periods.items()
-            if name in self._last and now - self._last[name] >= period
-        ]
-
-    def done(self, names: Sequence[str]) -> None:
-        """Count the period of `names` from now."""
-        self.start(names)
+    def tick(self) -> dict[str, tuple[int, int]]:
+        """Count one check; return {name: (slice, slices)} of every started name."""
+        due = {}
+        for name, ticks in self._ticks.items():
+            slices = self.slices(name)
+            due[name] = (ticks % slices, slices)
+            self._ticks[name] = ticks + 1
+        return due

@@ -107,16 +107,17 @@ def user_ttl() -> float:
     return float("inf") if ttl is None else ttl
 
 
-async def refresh_users() -> int:
-    """Reload the user rows the cache holds, in bulk, each with a fresh deadline.
+async def refresh_users(part: int = 0, parts: int = 1) -> int:
+    """Reload one slice of the user rows the cache holds, in bulk, with fresh deadlines.
 
     The worker's refresh-ahead (`caches.warm`): the rows warmed at ready all
     expire one TTL later, together. Only resident rows are reloaded
-    (`refreshing()`); blacklist entries are not (one per server). Returns
-    the rows refreshed; database errors propagate.
+    (`refreshing()`), those whose id is `part` modulo `parts` (the worker
+    does one slice a check); blacklist entries are not (one per server).
+    Returns the rows refreshed; database errors propagate.
     """
     held = _layer.cache.keys()  # a snapshot: the store is not iterable
-    ids = [key for key in held if isinstance(key, int)]
+    ids = [key for key in held if isinstance(key, int) and key % parts == part]
     with refreshing():
         return await warm_users(ids, limit=len(ids))
 

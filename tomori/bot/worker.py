@@ -74,7 +74,7 @@ from caches.messages import TrafficFigures, WorkerSnapshot
 from caches.operations.snapshot import build_worker_snapshot
 from caches.operations.worker import WorkerContext, make_command_handler
 from caches.registry import registry
-from caches.warm import RefreshSchedule
+from caches.warm import REFRESH_CHECK_SECONDS, RefreshSchedule
 from metrics.cache_bytes import CacheBytesEstimator
 from metrics.logger import CacheMetricsLogger, LoopLagMonitor, emit_metric
 from metrics.prometheus.buckets import TURN_BUCKETS
@@ -92,9 +92,6 @@ DB_CHECK_SECONDS = 1.0
 #: How often short-term memory's stored-keys filter is checked (built if
 #: missing, as at start or after a failed build; rebuilt when full).
 STORED_KEYS_CHECK_SECONDS = 60.0
-#: How often the refresh-ahead of the warmed caches looks for a layer due
-#: (each is refreshed every half of its shortest TTL: `caches.warm`).
-REFRESH_CHECK_SECONDS = 15.0
 
 CATALOG_CHECK_SECONDS = 60.0
 #: How often the console gets one line summing up the traffic.
@@ -431,31 +428,40 @@ class BotWorker:
             )
 
     async def _refresh_caches(self) -> None:
-        """Reload in bulk the warmed entries still held, before they expire (`caches.warm`)."""
+        """Reload in bulk a slice of the warmed entries still held (`caches.warm`)."""
         from caches.layers.user import refresh_users
-        from caches.warm import USERS, refresh_guilds, warmed_layers
+        from caches.warm import USERS, refresh_guilds
 
-        schedule = self.refresh
-        due = set(schedule.due())
-        layers = [layer for layer in warmed_layers() if layer.name in due]
-        if layers:
+        due = self.refresh.tick()
+        users = due.pop(USERS, None)
+        if due:
             report = await refresh_guilds(
-                layers,
+                due,
                 shard_ids=self.options.shard_ids,
                 shard_count=self.options.shard_count,
             )
-            if report.stopped:  # due again at the next check
-                logger.warning("guild caches: refresh %s", report.line())
+            if report.stopped:
+                logger.warning(
+                    "guild caches: a refresh stopped (%s) after %d entries: the "
+                    "rest of its slice expires and reloads on use",
+                    report.stopped,
+                    report.stored,
+                )
             else:
-                schedule.done([layer.name for layer in layers])
-                logger.debug("guild caches: refreshed %s", report.line())
-        if USERS in due:
+                logger.debug(
+                    "guild caches: refreshed %d entries in %.2f s (%s)",
+                    report.stored,
+                    report.seconds,
+                    ", ".join(
+                        f"{name} {part + 1}/{n}" for name, (part, n) in due.items()
+                    ),
+                )
+        if users is not None:
             try:
-                refreshed = await refresh_users()
+                refreshed = await refresh_users(*users)
             except DB_ERRORS as exc:
                 logger.warning("users not refreshed (%s)", type(exc).__name__)
                 return
-            schedule.done([USERS])
             logger.debug("users refreshed: %d entries", refreshed)
 
     async def _maintain_stored_keys(self) -> None:

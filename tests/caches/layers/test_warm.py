@@ -242,10 +242,12 @@ def test_only_the_shards_guilds_are_listed(db) -> None:  # type: ignore[no-untyp
 # ------------------------------------------------------------ refresh-ahead
 
 
-def _refresh(layers: Any) -> Any:
-    return async_to_sync(warm.refresh_guilds)(
-        layers, shard_ids=None, shard_count=None, timeout=30.0
-    )
+def _refresh(due: dict[str, tuple[int, int]]) -> Any:
+    return async_to_sync(warm.refresh_guilds)(due, shard_ids=None, shard_count=None)
+
+
+def _every_layer_whole() -> dict[str, tuple[int, int]]:
+    return {layer.name: (0, 1) for layer in warmed_layers()}
 
 
 def test_a_refresh_reloads_what_each_layer_holds_and_adds_nothing(servers) -> None:
@@ -258,8 +260,8 @@ def test_a_refresh_reloads_what_each_layer_holds_and_adds_nothing(servers) -> No
     assert state.peek(full.server_disc_id).temperature == 0.5  # type: ignore[attr-defined]
     held = _held()
 
-    report = _refresh(warmed_layers())
-    assert not report.stopped
+    report = _refresh(_every_layer_whole())
+    assert not report.stopped and report.guilds == 3
     assert state.peek(full.server_disc_id).temperature == 0.9  # type: ignore[attr-defined]
     assert state.peek(no_stickers.server_disc_id, None) is None  # type: ignore[attr-defined]
     refreshed = _held()
@@ -271,72 +273,82 @@ def test_a_refresh_reloads_what_each_layer_holds_and_adds_nothing(servers) -> No
     assert stats["refreshes"] >= 1 and stats["evictions"] == 0
 
 
-def test_a_refresh_of_some_layers_touches_no_others(servers) -> None:
+def test_a_refresh_takes_its_slice_of_the_guilds_and_its_layers_only(servers) -> None:
     _warm()
-    m.ServerModelConfig.objects.filter(server=servers[0]).update(temperature=0.9)
-    prompt = next(x for x in warmed_layers() if x.name == channel_prompt.NAME)
-    report = _refresh([prompt])
-    assert set(report.entries) == {channel_prompt.NAME}
-    state = registry.get(tomori_state.NAME).peek(servers[0].server_disc_id)  # type: ignore[attr-defined]
-    assert state.temperature == 0.5
+    for server in servers[:2]:
+        m.ServerModelConfig.objects.filter(server=server).update(temperature=0.9)
+    # One slice per server, in shard_servers' order: the first server's alone.
+    order = [disc for _, disc in servers_repo.shard_servers(None, None)]
+    first, second = (order.index(server.server_disc_id) for server in servers[:2])
+    report = _refresh({tomori_state.NAME: (first, len(order))})
+    assert set(report.entries) == {tomori_state.NAME}
+    assert report.entries[tomori_state.NAME] == 1
+    state = registry.get(tomori_state.NAME)
+    assert state.peek(order[first]).temperature == 0.9  # type: ignore[attr-defined]
+    assert state.peek(order[second]).temperature == 0.5  # type: ignore[attr-defined]
+    prompt = registry.get(channel_prompt.NAME).stats()  # type: ignore[attr-defined]
+    assert prompt["refreshes"] == 0
 
 
-def test_each_layer_is_due_every_half_of_the_ttl_a_turn_reads(db) -> None:  # type: ignore[no-untyped-def]
-    from caches.core import FakeClock
+def test_a_failing_database_stops_a_refresh_and_keeps_what_is_held(
+    servers, monkeypatch
+) -> None:
+    _warm()
 
-    clock = FakeClock()
-    schedule = warm.RefreshSchedule.for_layers(warmed_layers(), clock=clock)
-    periods = schedule.periods
+    def down(*_args: Any) -> Any:
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(servers_repo, "shard_servers", down)
+    report = _refresh(_every_layer_whole())
+    assert "OperationalError" in report.stopped and report.stored == 0
+    assert registry.get(tomori_state.NAME).peek(servers[0].server_disc_id) is not None  # type: ignore[attr-defined]
+
+
+def test_each_slice_comes_round_once_a_period_of_half_the_ttl_a_turn_reads(db) -> None:  # type: ignore[no-untyped-def]
+    schedule = warm.RefreshSchedule.for_layers(warmed_layers(), check_seconds=15)
     # tomori_state's error memory (60 s) and last good values are not read fresh.
-    assert periods[tomori_state.NAME] == 300.0
-    assert periods[channel_whitelist.NAME] == 150.0
-    assert periods[novelai_subscription.NAME] == 43_200.0
-    assert schedule.due() == []  # nothing counts before its warm-up
+    assert schedule.periods[tomori_state.NAME] == 300.0
+    assert schedule.periods[channel_whitelist.NAME] == 150.0
+    assert schedule.slices(tomori_state.NAME) == 20
+    assert schedule.slices(channel_whitelist.NAME) == 10
+    assert schedule.tick() == {}  # nothing counts before its warm-up
     schedule.start()
-    clock.advance(149)
-    assert schedule.due() == []
-    clock.advance(1)
-    assert set(schedule.due()) == {channel_whitelist.NAME, personal_spotlight.NAME}
-    schedule.done([channel_whitelist.NAME])
-    assert schedule.due() == [personal_spotlight.NAME]  # not done: due again
+    seen = [schedule.tick()[channel_whitelist.NAME] for _ in range(21)]
+    assert seen[:10] == [(k, 10) for k in range(10)]  # every slice within a period
+    assert seen[10:20] == seen[:10] and seen[20] == (0, 10)  # then round again
     schedule.add(warm.USERS, 900.0)
-    clock.advance(150)
-    assert warm.USERS not in schedule.due()  # counts from its own start
+    assert warm.USERS not in schedule.tick()  # counts from its own start
     schedule.start([warm.USERS])
-    clock.advance(900)
-    assert warm.USERS in schedule.due()
+    assert schedule.tick()[warm.USERS] == (0, 60)
+    short = warm.RefreshSchedule({"fast": 5.0}, check_seconds=15)
+    short.start()
+    assert [short.tick()["fast"] for _ in range(2)] == [(0, 1), (0, 1)]
 
 
-def test_the_workers_job_refreshes_what_is_due(servers, make_user) -> None:  # type: ignore[no-untyped-def]
-    from caches.core import FakeClock
+def test_the_workers_job_refreshes_every_slice_within_a_period(
+    servers, make_user
+) -> None:  # type: ignore[no-untyped-def]
     from caches.layers import user as user_layer
     from tomori.bot.worker import BotWorker, WorkerOptions
 
     _warm()
     row = make_user(username="before")
     async_to_sync(user_layer.warm_users)([row.user_disc_id], limit=10)
-    clock = FakeClock()
     worker = BotWorker(WorkerOptions(worker_id="w-refresh"))
-    worker.refresh = warm.RefreshSchedule.for_layers(warmed_layers(), clock=clock)
+    worker.refresh = warm.RefreshSchedule.for_layers(warmed_layers(), check_seconds=15)
     worker.refresh.add(warm.USERS, user_layer.user_ttl() / 2)
     worker.refresh.start()
     m.ServerModelConfig.objects.filter(server=servers[0]).update(temperature=0.9)
     m.User.objects.filter(pk=row.id).update(username="after")
     state = registry.get(tomori_state.NAME)
 
-    def current() -> tuple[float, str]:
-        return (
-            state.peek(servers[0].server_disc_id).temperature,  # type: ignore[attr-defined]
-            user_layer._layer.cache.peek(row.user_disc_id).username,
-        )
+    def temperature() -> float:
+        return state.peek(servers[0].server_disc_id).temperature  # type: ignore[attr-defined, no-any-return]
 
-    clock.advance(299)
-    async_to_sync(worker._refresh_caches)()  # only the 5-minute layers are due
-    assert current() == (0.5, "before")
-    clock.advance(1)
-    async_to_sync(worker._refresh_caches)()
-    assert current() == (0.9, "before")
-    clock.advance(600)
-    async_to_sync(worker._refresh_caches)()
-    assert current() == (0.9, "after")
-    assert worker.refresh.due() == []
+    for _ in range(20):  # one period of tomori_state (300 s in 15 s checks)
+        async_to_sync(worker._refresh_caches)()
+    assert temperature() == 0.9
+    assert user_layer._layer.cache.peek(row.user_disc_id).username == "before"
+    for _ in range(40):  # the users' period: 900 s
+        async_to_sync(worker._refresh_caches)()
+    assert user_layer._layer.cache.peek(row.user_disc_id).username == "after"
