@@ -345,10 +345,24 @@ def test_the_workers_job_refreshes_every_slice_within_a_period(
     def temperature() -> float:
         return state.peek(servers[0].server_disc_id).temperature  # type: ignore[attr-defined, no-any-return]
 
-    for _ in range(20):  # one period of tomori_state (300 s in 15 s checks)
+    def username() -> str:
+        return user_layer._layer.cache.peek(row.user_disc_id).username  # type: ignore[no-any-return]
+
+    checks = 0
+
+    def check() -> None:
+        nonlocal checks
         async_to_sync(worker._refresh_caches)()
+        checks += 1
+
+    assert (temperature(), username()) == (0.5, "before")  # stale: no commit here
+    # The users' period (900 s) is 60 checks; a row's slice is its id modulo 60.
+    assert worker.refresh.slices(warm.USERS) == 60
+    for _ in range(row.user_disc_id % 60):
+        check()
+    assert username() == "before"
+    check()
+    assert username() == "after"
+    while checks < 20:  # one period of tomori_state (300 s in 15 s checks)
+        check()
     assert temperature() == 0.9
-    assert user_layer._layer.cache.peek(row.user_disc_id).username == "before"
-    for _ in range(40):  # the users' period: 900 s
-        async_to_sync(worker._refresh_caches)()
-    assert user_layer._layer.cache.peek(row.user_disc_id).username == "after"
