@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,7 +32,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from packaging.utils import canonicalize_name
 
-from tests.support.faults import free_port
+from tests.support.faults import free_port, wait_until
 from tests.support.processes import WatchedProcess
 from tests.tomori.bot.pipeline.conftest import busiest_guild
 from tests.tomori.bot.worker.conftest import test_database_url as database_url
@@ -236,10 +235,10 @@ def _form(html: str) -> dict[str, str]:
 
 
 def _wait_until(check, what: str, timeout: float = WAIT_SECONDS) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)  # polling a server that answers in its own time
+    # Polling a server that answers in its own time: every half second.
+    assert wait_until(check, timeout=timeout, interval=0.5), (
+        f"{what}: not within {timeout} s"
+    )
 
 
 def _answers(client: httpx.Client, path: str) -> bool:
