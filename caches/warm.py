@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from caches.core import refreshing
@@ -128,16 +128,41 @@ async def warm_guilds(
 ) -> WarmReport:
     """Warm every warmable layer for the shards' guilds within `timeout` seconds."""
     report = WarmReport()
+    return await _bounded(
+        report,
+        _warm(report, shard_ids, shard_count, batch_size),
+        timeout=timeout,
+        timed_out=f"WORKER_WARM_TIMEOUT_SECONDS={timeout:g} passed",
+    )
+
+
+async def _bounded(
+    report: WarmReport, work: Awaitable[None], *, timeout: float, timed_out: str
+) -> WarmReport:
+    """Run `work` within `timeout` s; a timeout or database error ends it, in `report`."""
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            await _warm(report, shard_ids, shard_count, batch_size)
+            await work
     except TimeoutError:
-        report.stopped = f"WORKER_WARM_TIMEOUT_SECONDS={timeout:g} passed"
+        report.stopped = timed_out
     except DB_ERRORS as exc:
         report.stopped = f"database error: {type(exc).__name__}: {exc}"
     report.seconds = time.perf_counter() - started
     return report
+
+
+async def _servers(
+    report: WarmReport,
+    layers: Sequence[Layer],
+    shard_ids: Sequence[int] | None,
+    shard_count: int | None,
+) -> list[tuple[int, int]]:
+    """Return the shards' (server_id, server_disc_id); count them and `layers` in `report`."""
+    report.entries = dict.fromkeys((layer.name for layer in layers), 0)
+    servers = await run_db(servers_repo.shard_servers, shard_ids, shard_count)
+    report.guilds = len(servers)
+    return servers  # type: ignore[no-any-return]
 
 
 async def _warm(
@@ -147,9 +172,7 @@ async def _warm(
     batch_size: int,
 ) -> None:
     layers = warmed_layers()
-    report.entries = dict.fromkeys((layer.name for layer in layers), 0)
-    servers = await run_db(servers_repo.shard_servers, shard_ids, shard_count)
-    report.guilds = len(servers)
+    servers = await _servers(report, layers, shard_ids, shard_count)
     for batch in batches(servers, batch_size):
         for layer in layers:
             assert layer.warm is not None
@@ -179,25 +202,29 @@ async def refresh_guilds(
     warm-up is; a database error ends it (what was refreshed stays).
     """
     report = WarmReport()
+    return await _bounded(
+        report,
+        _refresh(report, due, shard_ids, shard_count, batch_size),
+        timeout=timeout,
+        timed_out=f"{timeout:g} s passed",
+    )
+
+
+async def _refresh(
+    report: WarmReport,
+    due: Mapping[str, tuple[int, int]],
+    shard_ids: Sequence[int] | None,
+    shard_count: int | None,
+    batch_size: int,
+) -> None:
     layers = [layer for layer in warmed_layers() if layer.name in due]
-    report.entries = dict.fromkeys((layer.name for layer in layers), 0)
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout(timeout):
-            servers = await run_db(servers_repo.shard_servers, shard_ids, shard_count)
-            report.guilds = len(servers)
-            with refreshing():
-                for layer in layers:
-                    assert layer.warm is not None
-                    part, parts = due[layer.name]
-                    for batch in batches(servers[part::parts], batch_size):
-                        report.entries[layer.name] += await layer.warm(batch)
-    except TimeoutError:
-        report.stopped = f"{timeout:g} s passed"
-    except DB_ERRORS as exc:
-        report.stopped = f"database error: {type(exc).__name__}: {exc}"
-    report.seconds = time.perf_counter() - started
-    return report
+    servers = await _servers(report, layers, shard_ids, shard_count)
+    with refreshing():
+        for layer in layers:
+            assert layer.warm is not None
+            part, parts = due[layer.name]
+            for batch in batches(servers[part::parts], batch_size):
+                report.entries[layer.name] += await layer.warm(batch)
 
 
 #: Maps a turn does not read fresh: a stale-fallback layer's last good values

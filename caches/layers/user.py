@@ -107,17 +107,25 @@ def user_ttl() -> float:
     return float("inf") if ttl is None else ttl
 
 
+#: The keys the cache held at the start of the refresh's period (slice 0):
+#: each later check takes its slice by position, not by walking every key.
+_held_at_start: list[Any] = []
+
+
 async def refresh_users(part: int = 0, parts: int = 1) -> int:
     """Reload one slice of the user rows the cache holds, in bulk, with fresh deadlines.
 
     The worker's refresh-ahead (`caches.warm`): the rows warmed at ready all
-    expire one TTL later, together. Only resident rows are reloaded
-    (`refreshing()`), those whose id is `part` modulo `parts` (the worker
-    does one slice a check); blacklist entries are not (one per server).
-    Returns the rows refreshed; database errors propagate.
+    expire one TTL later, together. The keys held are listed once a period
+    (at slice 0: one pass over the map) and each check reloads every
+    `parts`-th of them from `part` on. Only resident rows are reloaded
+    (`refreshing()`); blacklist entries are not (one per server). Returns
+    the rows refreshed; database errors propagate.
     """
-    held = _layer.cache.keys()  # a snapshot: the store is not iterable
-    ids = [key for key in held if isinstance(key, int) and key % parts == part]
+    global _held_at_start
+    if part == 0 or not _held_at_start:
+        _held_at_start = _layer.cache.keys()  # a snapshot: the store is not iterable
+    ids = [key for key in _held_at_start[part::parts] if isinstance(key, int)]
     with refreshing():
         return await warm_users(ids, limit=len(ids))
 
