@@ -187,6 +187,8 @@ class BoundedTTLCache(ExpiringStore[K, V]):
         held flight has no task: nobody joins it, and a `get_or_load` of the
         key meanwhile runs a load of its own, which owns the key. Keys past
         the room left under the cap are not held: a bulk load never evicts.
+        Inside `refreshing()` it is the other way round: only resident keys
+        are held (no room is needed to store over them).
         """
         held: dict[K, Flight[Any]] = {}
         if _REFRESHING.get():
