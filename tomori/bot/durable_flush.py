@@ -29,7 +29,7 @@ class DurableFlush:
         self._store = short_term_memory_store()
         self._started = loop.time()
         self._until = deadline - SHUTDOWN_MARGIN_SECONDS
-        self._early = loop.create_task(self._store.writer.flush(), name="durable-flush")
+        self._early = loop.create_task(self._store.flush(), name="durable-flush")
 
     async def finish(self) -> int:
         """Store what is left until the deadline; log the outcome, return the writes left."""
@@ -45,11 +45,11 @@ class DurableFlush:
 
     async def _rest(self) -> None:
         await self._early  # begun at the signal
-        await self._store.writer.flush()  # and what the last turns queued since
+        await self._store.flush()  # and what the last turns queued since
 
     def _report(self, took: float) -> int:
-        writer = self._store.writer
-        left, behind = writer.pending_count(), writer.turns_behind()
+        store = self._store
+        left, behind = store.pending_count(), store.turns_behind()
         if left:
             logger.error(
                 "short-term memory: %d durable writes (keys) not stored at shutdown, "

@@ -195,8 +195,8 @@ def clear_expired_entries() -> int:
 
 
 async def flush_pending_writes() -> None:
-    """Wait until every queued durable write is in the table (worker shutdown)."""
-    await _layer.store.writer.flush()
+    """Wait until every deferred turn and queued durable write is in the table."""
+    await _layer.store.flush()
 
 
 LAYER = Layer(

@@ -334,8 +334,16 @@ class MessagePipeline:
         extras = await server_extras(state, guild, persona, model.llm)
         window = self._window(message)
         history = await resolve_history(window) if window else EMPTY_HISTORY
+        # Only a turn that answers needs the user's own entry (its reply says
+        # how many turns it remembers): the others do not wait for its row.
         memory = await self.memory.run(
-            message, window, guild, persona, self_id=self_id, parent_id=parent_id
+            message,
+            window,
+            guild,
+            persona,
+            self_id=self_id,
+            parent_id=parent_id,
+            reads_user=base["mentions_bot"],
         )
         return ok_turn(
             base,

@@ -23,7 +23,7 @@ class MemoryRead(NamedTuple):
     """What short-term memory held for the turn before it was stored (one per turn)."""
 
     found: int  # entries found: the user's, and the channel's (guilds only)
-    user_turns: int | None
+    user_turns: int | None  # None: nothing stored, or not read (reads_user False)
     server_turns: int | None
 
 
@@ -43,8 +43,14 @@ class MemoryStep:
         *,
         self_id: int | None,
         parent_id: int | None = None,
+        reads_user: bool = True,
     ) -> MemoryRead:
-        """Read the user's and the channel's entries, then store this turn."""
+        """Read the user's and the channel's entries, then store this turn.
+
+        `reads_user` False: the turn does not need the user's entry (it does
+        not answer), so in a guild a user key this worker does not hold is
+        not read; its store waits for a shared read (see the store's `turn`).
+        """
         author, channel = message.author, message.channel
         persona_id = persona.id if persona is not None else None
         keep = self.keep
@@ -67,6 +73,7 @@ class MemoryStep:
             channel_name=getattr(channel, "name", None),
             server_name=guild.name if guild is not None else None,
             parent_channel_disc_id=parent_id,
+            reads_user=reads_user,
         )
         user_entry, server_entry = before
         return MemoryRead(

@@ -131,6 +131,21 @@ def get_memory_record(
     return DurableMemory(**fields)
 
 
+def get_memory_records(
+    cache_keys: Sequence[str], *, updated_since: datetime
+) -> dict[str, DurableMemory]:
+    """Return the durable fields of the keys written since `updated_since` (one query)."""
+    rows = ShortTermMemoryRecord.objects.filter(
+        cache_key__in=list(cache_keys), updated_at__gte=updated_since
+    ).values_list(*_COLUMNS)
+    records = {}
+    for row in rows:
+        fields = dict(zip(_COLUMNS, row, strict=True))
+        fields["categories"] = tuple(fields["categories"] or ())
+        records[fields["cache_key"]] = DurableMemory(**fields)
+    return records
+
+
 def list_memory_records_for_server(
     server_disc_id: int, *, updated_since: datetime
 ) -> list[DurableMemory]:

@@ -19,6 +19,7 @@ from caches.core import MISSING
 from caches.database import run_db
 from caches.db_outage import check_database, outage_log
 from caches.layers import tomori_state
+from caches.layers.short_term_memory import short_term_memory_store
 from caches.registry import registry
 from tests.support.faults import TcpProxy
 from tests.tomori.bot.pipeline.conftest import (
@@ -91,9 +92,16 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     assert tomori_state._layer.cache.stale(guild) is before  # served: the last good
     assert registry.stats()["tomori_state"]["stale_entries"] == 1
 
-    unseen = await bot.speak(guild, newcomer, channel)  # blacklist fails closed
+    # A turn that answers needs the newcomer's own memory, which is not held.
+    asks = f"<@{world.bot_user.id}> hello"
+    unseen = await bot.speak(guild, newcomer, channel, asks)
     assert unseen is not None and unseen.outcome is Outcome.DB_UNAVAILABLE
     assert "user" in unseen.db_failures
+    # One that does not answer stores the turn on the channel and defers it
+    # on the newcomer's key (not read: the database is down) until it is back.
+    quiet = await bot.speak(guild, newcomer, channel)
+    assert quiet is not None and quiet.outcome is Outcome.OK
+    assert quiet.stm_user_turns is None and quiet.stm_server_turns == 2
     other = _other_guild(bot, guild)  # its state was never cached
     cold = await bot.speak(
         other, human_member(world, other), text_channel(world, other)
@@ -104,6 +112,17 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     proxied.forward()
     after = await bot.speak(guild, user, channel)
     assert after is not None and after.outcome is Outcome.OK
+    store = short_term_memory_store()
+    await asyncio.wait_for(store.flush(), 10)
+    assert store.turns_behind() == 0
+    rows = await run_db(
+        lambda: list(
+            m.ShortTermMemoryRecord.objects.filter(
+                scope="user", user_disc_id=newcomer
+            ).values_list("channel_disc_id", "turn_count")
+        )
+    )
+    assert rows == [(channel, 1)]  # the quiet turn's, stored once the database was back
     assert not after.stale_layers and not after.db_failures
     assert tomori_state._layer.fresh.peek(guild).temperature == 0.25  # the saved value
     assert registry.stats()["tomori_state"]["stale_entries"] == 0

@@ -18,12 +18,14 @@ async def test_swept_member_who_speaks_again_gets_a_full_turn(bot: Bot) -> None:
     user = await allowed_member(world, guild_id)
     channel = text_channel(world, guild_id)
     await bot.sim.member_update(guild_id, user, roles=[])  # make sure it is cached
-    first = await bot.speak(guild_id, user, channel)
+    # Turns that answer: they read the user's own memory (the others defer it).
+    asks = f"<@{world.bot_user.id}> hello"
+    first = await bot.speak(guild_id, user, channel, asks)
     guild = bot.client.get_guild(guild_id)
     assert guild.get_member(user) is not None
 
     swept = sweep_members(bot.client)
-    again = await bot.speak(guild_id, user, channel)
+    again = await bot.speak(guild_id, user, channel, asks)
 
     assert swept > 0 and guild.get_member(user) is None
     assert first.outcome is again.outcome is Outcome.OK

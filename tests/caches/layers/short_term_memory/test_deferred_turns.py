@@ -1,0 +1,217 @@
+"""Quiet turns on user keys the worker does not hold: deferred, read together, applied in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import OperationalError
+
+from caches.core import MISSING
+from caches.layers import short_term_memory as stm
+from caches.layers.short_term_memory import (
+    ShortTermMemoryStore,
+    server_short_term_memory_key,
+    user_short_term_memory_key,
+)
+from tests.caches.layers.short_term_memory.stm_helpers import (
+    counting,
+    db,
+    durable_rows,
+    message,
+    remember,
+)
+
+SERVER, CHANNEL = 201, 301
+ANN, BOB = 101, 102
+
+
+async def _turn(
+    store: ShortTermMemoryStore, user: int, text: str, *, reads_user: bool = False
+) -> stm.TurnMemory:
+    """Store one guild turn saying `text` (a quiet one unless `reads_user`)."""
+    return await store.turn(
+        user_disc_id=user,
+        channel_disc_id=CHANNEL,
+        server_disc_id=SERVER,
+        messages_for=lambda conversation: (message(text),),
+        reads_user=reads_user,
+    )
+
+
+async def _stored_not_held(store: ShortTermMemoryStore, *users: int) -> None:
+    """Give each user a stored turn (Ann's summarized), then evict their user keys."""
+    for user in users:
+        await remember(user, SERVER, CHANNEL, "earlier")
+    await stm.update_short_term_memory_summary(
+        channel_disc_id=CHANNEL, summary="ann likes tea", user_disc_id=ANN
+    )
+    await store.flush()
+    for user in users:
+        store.invalidate(user_short_term_memory_key(user, CHANNEL))
+
+
+def _user(store: ShortTermMemoryStore, user: int) -> stm.ShortTermMemoryEntry:
+    entry = store.cache.peek(user_short_term_memory_key(user, CHANNEL))
+    assert isinstance(entry, stm.ShortTermMemoryEntry)
+    return entry
+
+
+@db
+async def test_quiet_turns_defer_unheld_user_keys_and_one_query_reads_them_all(
+    stm_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _stored_not_held(stm_store, ANN, BOB)
+    one, many = (
+        counting(monkeypatch, "get_memory_record"),
+        counting(monkeypatch, "get_memory_records"),
+    )
+
+    memories = [
+        await _turn(stm_store, user, f"{name} {n}")
+        for n in (1, 2)
+        for user, name in ((ANN, "ann"), (BOB, "bob"))
+    ]
+
+    assert one == [] and many == []  # nothing read: the channel's key is held
+    assert [m.user for m in memories] == [None] * 4
+    assert [m.server.turn_count for m in memories] == [2, 3, 4, 5]
+    assert stm_store.deferred.turns == 4 and len(stm_store.deferred) == 2
+    assert stm_store.turns_behind() >= 4
+    assert stm_store.cache.peek(user_short_term_memory_key(ANN, CHANNEL)) is MISSING
+
+    await asyncio.wait_for(stm_store.flush(), 10)
+
+    assert len(many) == 1 and one == []  # both keys in one query
+    ann, bob = _user(stm_store, ANN), _user(stm_store, BOB)
+    assert (ann.turn_count, ann.summary) == (3, "ann likes tea")
+    assert (bob.turn_count, bob.summary) == (3, None)
+    assert [m.content for m in ann.messages] == ["ann 2"]  # the last turn's
+    assert [m.content for m in _server(stm_store).messages] == ["bob 2"]
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert rows[ann.key] == rows[bob.key] == 3
+    assert stm_store.turns_behind() == 0
+    assert stm_store.stats()["deferred_turns_applied"] >= 4
+
+
+def _server(store: ShortTermMemoryStore) -> stm.ShortTermMemoryEntry:
+    entry = store.cache.peek(server_short_term_memory_key(SERVER, CHANNEL))
+    assert isinstance(entry, stm.ShortTermMemoryEntry)
+    return entry
+
+
+@db
+async def test_a_held_user_key_is_stored_at_once(stm_store) -> None:
+    await remember(ANN, SERVER, CHANNEL, "earlier")
+
+    memory = await _turn(stm_store, ANN, "now")
+
+    assert memory.user is not None and memory.user.turn_count == 1
+    assert len(stm_store.deferred) == 0
+    assert _user(stm_store, ANN).turn_count == 2
+
+
+@db
+async def test_every_read_of_a_deferred_key_sees_its_turns_first(stm_store) -> None:
+    await _stored_not_held(stm_store, ANN)
+    await _turn(stm_store, ANN, "quiet 1")
+    await _turn(stm_store, ANN, "quiet 2")
+
+    got = await stm_store.get(user_short_term_memory_key(ANN, CHANNEL))
+    assert got is not None and got.turn_count == 3
+
+    await _turn(stm_store, ANN, "quiet 3")  # held now: stored at once
+    assert len(stm_store.deferred) == 0
+    stm_store.invalidate(user_short_term_memory_key(ANN, CHANNEL))
+    await _turn(stm_store, ANN, "quiet 4")
+    answering = await _turn(stm_store, ANN, "asks", reads_user=True)
+    assert answering.user is not None and answering.user.turn_count == 5
+    assert [m.content for m in answering.user.messages] == ["quiet 4"]
+    assert _user(stm_store, ANN).turn_count == 6
+
+    await _turn(stm_store, ANN, "quiet 5")  # held: at once
+    stm_store.invalidate(user_short_term_memory_key(ANN, CHANNEL))
+    await _turn(stm_store, ANN, "quiet 6")
+    listed = await stm.get_short_term_memories_for_user(ANN)
+    assert [(e.turn_count, e.messages[-1].content) for e in listed] == [(8, "quiet 6")]
+    await stm_store.flush()
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert rows[user_short_term_memory_key(ANN, CHANNEL)] == 8
+
+
+@db
+async def test_a_delete_drops_deferred_turns_and_a_cache_clear_keeps_them(
+    stm_store,
+) -> None:
+    await _stored_not_held(stm_store, ANN, BOB)
+    await _turn(stm_store, ANN, "deleted with the rest")
+    await _turn(stm_store, BOB, "kept through a cache clear")
+
+    stm.clear_short_term_memory_for_user(ANN)
+    stm_store.clear()  # the emergency clear's: cached entries only
+    await asyncio.wait_for(stm_store.flush(), 10)
+
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert user_short_term_memory_key(ANN, CHANNEL) not in rows
+    assert rows[user_short_term_memory_key(BOB, CHANNEL)] == 2
+    assert len(stm_store.deferred) == 0
+
+
+@db
+async def test_a_failed_read_keeps_the_deferred_turns_until_the_database_answers(
+    stm_store,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    settings,
+) -> None:
+    settings.SHORT_TERM_MEMORY_RETRY_MAX_SECONDS = 0.01
+    await _stored_not_held(stm_store, ANN)
+    deferred = stm_store.deferred
+    real, attempts = deferred._load, []
+
+    async def fails_twice(keys):
+        attempts.append(list(keys))
+        if len(attempts) <= 2:
+            raise OperationalError("connection refused")
+        return await real(keys)
+
+    monkeypatch.setattr(deferred, "_load", fails_twice)
+    failures = deferred.failures
+    await _turn(stm_store, ANN, "during the outage")
+    with pytest.raises(OperationalError):  # a reader gets the error: nothing lost
+        await stm_store.get(user_short_term_memory_key(ANN, CHANNEL))
+    assert deferred.turns == 1
+
+    await asyncio.wait_for(stm_store.flush(), 10)
+
+    assert deferred.failures - failures == 2 and deferred.turns == 0
+    assert "reading 1 deferred user keys failed (OperationalError" in caplog.text
+    assert "after 2 failed attempts" in caplog.text
+    assert _user(stm_store, ANN).turn_count == 2
+
+
+async def test_deferred_turns_are_bounded_oldest_key_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from caches.layers.short_term_memory.deferred import (
+        DeferredTurn,
+        DeferredTurns,
+        Identity,
+    )
+
+    applied: list[tuple[str, int]] = []
+
+    async def load(keys):
+        return dict.fromkeys(keys)
+
+    deferred = DeferredTurns(
+        load, lambda key, record, d: applied.append((key, len(d.turns))), max_turns=3
+    )
+    turn = DeferredTurn((), None, (), None, None, None)  # type: ignore[arg-type]
+    for key in ("a", "b", "a", "c"):
+        deferred.defer(key, Identity(1, 2, 3, None), turn)
+
+    assert deferred.dropped == 2 and deferred.turns == 2  # "a" went, both its turns
+    assert "dropped the oldest key's (2 turns dropped so far)" in caplog.text
+    await deferred.flush()
+    assert applied == [("b", 1), ("c", 1)]
