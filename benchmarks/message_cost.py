@@ -397,6 +397,12 @@ def _side_report(side: Side) -> None:
         "cyclic GC collections in the window (generation 0/1/2): "
         + "/".join(f"{int(gc_runs.get(str(g), 0)):,}" for g in range(3))
     )
+    paused = side.series("tomori_gc_pause_seconds_sum")  # absent in older trees
+    if paused:
+        print(
+            "  their pauses in all (ms, generation 0/1/2): "
+            + "/".join(f"{paused.get(str(g), 0.0) * 1000:,.1f}" for g in range(3))
+        )
     _caches(side)
     counts = Counts.read(side.end["metrics"])
     turns = [quantile(side, q) for q in QUANTILES]

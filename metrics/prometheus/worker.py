@@ -15,6 +15,7 @@ from prometheus_client.process_collector import ProcessCollector
 from caches.core.periodic import run_periodically
 from metrics.prometheus.collector import WorkerCollector, WorkerSources
 from metrics.prometheus.endpoint import MetricsEndpoint, make_app
+from metrics.prometheus.gc_pauses import GcPauseCollector
 from metrics.prometheus.health import WorkerHealth
 from metrics.prometheus.sampled import LoopFigures, note_gateway, refresh_figures
 from metrics.prometheus.threads import ThreadCpuCollector
@@ -46,6 +47,7 @@ def build_registry(sources: WorkerSources) -> CollectorRegistry:
     ProcessCollector(registry=registry)
     registry.register(ThreadCpuCollector())
     GCCollector(registry=registry)
+    registry.register(GcPauseCollector())
     PlatformCollector(registry=registry)
     return registry
 
