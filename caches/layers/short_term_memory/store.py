@@ -158,6 +158,7 @@ class ShortTermMemoryStore:
         self.stored = StoredKeys()
         self.hydrator = Hydrator(self.cache, self.writer, self._put, stored=self.stored)
         self.deferred = DeferredTurns(self._read_deferred, self._apply_deferred)
+        self.written_around = 0  # deferred keys stored to the table only (full cache)
 
     @property
     def wall_clock(self) -> Callable[[], datetime]:
@@ -402,7 +403,11 @@ class ShortTermMemoryStore:
         """Store a key's deferred turns in order over what it holds (no await).
 
         A resident entry (a listing loaded the row meanwhile) lacks them as
-        the row does: every other write of the key waits for them.
+        the row does: every other write of the key waits for them. A key not
+        held is cached while the cache has room; at its cap the entry goes
+        to the table only (written around the cache): caching it would evict
+        a held entry, most often a channel's conversation, which every turn
+        there reads, for a user key that a turn reads only when it answers.
         """
         value = self.cache.peek(key)
         if isinstance(value, ShortTermMemoryEntry):
@@ -434,7 +439,14 @@ class ShortTermMemoryStore:
                 categories=base.categories,
                 last_updated=turn.at,
             )
-        self._write_all([base], turns=len(deferred.turns))
+        turns = len(deferred.turns)
+        if value is MISSING and len(self.cache) >= self.cache.maxsize:
+            # No touch: a load of the key in flight overlays this queued write.
+            self.stored.note(key)
+            self.writer.submit_entries((base,), turns=turns)
+            self.written_around += 1
+            return
+        self._write_all([base], turns=turns)
 
     def _resident_settled(
         self, targets: Targets
@@ -707,5 +719,6 @@ class ShortTermMemoryStore:
             "key_hydrations": self.hydrator.key_loads,
             "scope_hydrations": self.hydrator.scope_loads,
             **self.deferred.stats(),
+            "deferred_written_around": self.written_around,
             **self.stored.stats(),
         }

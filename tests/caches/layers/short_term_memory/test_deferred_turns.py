@@ -215,3 +215,34 @@ async def test_deferred_turns_are_bounded_oldest_key_first(
     assert "dropped the oldest key's (2 turns dropped so far)" in caplog.text
     await deferred.flush()
     assert applied == [("b", 1), ("c", 1)]
+
+
+@db
+async def test_at_the_cap_a_deferred_key_is_written_around_the_cache() -> None:
+    store = ShortTermMemoryStore(maxsize=5)  # a process's own store, small
+    for user, channel in ((ANN, CHANNEL), (BOB, CHANNEL), (BOB, CHANNEL + 1)):
+        await store.store(
+            user_disc_id=user,
+            channel_disc_id=channel,
+            server_disc_id=SERVER,
+            messages=[message("earlier")],
+        )
+    await store.flush()
+    ann = user_short_term_memory_key(ANN, CHANNEL)
+    assert len(store) == 5 and store.cache.peek(ann) is not MISSING
+    store.invalidate(ann)
+    await store.store(  # the cap again, without Ann's user key
+        user_disc_id=BOB, channel_disc_id=CHANNEL + 2, messages=[message("dm")]
+    )
+    held = set(store.cache.keys())
+    assert len(held) == 5 and ann not in held
+
+    memory = await _turn(store, ANN, "quiet")
+    await asyncio.wait_for(store.flush(), 10)
+
+    assert memory.user is None and store.written_around == 1
+    assert set(store.cache.keys()) == held  # nothing evicted for it
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert rows[ann] == 2
+    got = await store.get(ann)  # read back when a turn needs it
+    assert got is not None and got.turn_count == 2
