@@ -78,8 +78,9 @@ class Deferred(NamedTuple):
 
 #: Read the rows of keys, overlaid with the queued durable writes (None: no row).
 Load = Callable[[list[str]], Awaitable[dict[str, DurableMemory | None]]]
-#: Store a key's deferred turns over its row (no await).
-Apply = Callable[[str, DurableMemory | None, Deferred], None]
+#: Store a key's deferred turns over its row (no await); the bool: a reader
+#: waits for them (cache the entry), else the background drain does.
+Apply = Callable[[str, DurableMemory | None, Deferred, bool], None]
 
 
 class DeferredTurns:
@@ -102,6 +103,7 @@ class DeferredTurns:
         self._round: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = 0
+        self._drops = 0  # drop events (the log's trail; `dropped` counts turns)
         self.loads = 0
         self.applied = 0
         self.dropped = 0
@@ -139,7 +141,8 @@ class DeferredTurns:
         dropped = len(self._keys.pop(key).turns)
         self._count -= dropped
         self.dropped += dropped
-        if on_log_trail(self.dropped):
+        self._drops += 1
+        if on_log_trail(self._drops):
             logger.error(
                 "short-term memory: over %d turns waiting for their user keys' "
                 "rows; dropped the oldest key's (%d turns dropped so far)",
@@ -164,12 +167,12 @@ class DeferredTurns:
         running). Database errors propagate; the turns stay deferred.
         """
         while self._keys and (keys is None or any(keys(key) for key in self._keys)):
-            await self._one_round()
+            await self._one_round(reader=True)
 
     async def settle_key(self, key: str) -> None:
         """Return once `key` has no deferred turns (see `settle`)."""
         while key in self._keys:
-            await self._one_round()
+            await self._one_round(reader=True)
 
     async def flush(self) -> None:
         """Apply every deferred turn, retrying failed reads (bound it by a timeout)."""
@@ -179,17 +182,17 @@ class DeferredTurns:
             except Exception:  # noqa: BLE001 (kept and counted: retry)
                 await asyncio.sleep(RETRY_FIRST_SECONDS)
 
-    async def _one_round(self) -> None:
+    async def _one_round(self, *, reader: bool = False) -> None:
         """Read the oldest deferred keys' rows and apply their turns (one at a time)."""
         running = self._round
         if running is None or running.done():
             running = self._round = asyncio.get_running_loop().create_task(
-                self._read_and_apply(), name="stm-deferred-turns"
+                self._read_and_apply(reader), name="stm-deferred-turns"
             )
             running.add_done_callback(_retrieved)
         await asyncio.shield(running)
 
-    async def _read_and_apply(self) -> None:
+    async def _read_and_apply(self, reader: bool) -> None:
         keys = list(self._keys)[:BATCH_MAX]
         self.loads += 1
         try:
@@ -213,7 +216,7 @@ class DeferredTurns:
                 continue  # deleted meanwhile
             self._count -= len(deferred.turns)
             self.applied += len(deferred.turns)
-            self._apply(key, records.get(key), deferred)
+            self._apply(key, records.get(key), deferred, reader)
 
     def _failed(self, count: int, error: Exception) -> None:
         self.failures += 1

@@ -419,6 +419,35 @@ class DurableWriter:
             while recent and (oldest is None or recent[0][0] <= oldest):
                 recent.popleft()  # stored before every open read began
 
+    def overlay_many(
+        self, records: dict[str, DurableMemory | None]
+    ) -> dict[str, DurableMemory | None]:
+        """Return `records` (read from the table) as `overlay` would leave each, in one pass.
+
+        One walk of the queued writes for every key, where `overlay` per key
+        would walk them once a key (a batch of 500 keys over a queue grown
+        during an outage would hold the loop for seconds).
+        """
+        result = dict(records)
+        in_flight: list[Pending] = [write for _, write, _ in self._in_flight]
+        stored: list[Pending] = [w for _, writes in self._recent for w in writes]
+        for queued in (*stored, *in_flight, *self._pending.values()):
+            if isinstance(queued, ShortTermMemoryEntry):
+                if queued.key in result:
+                    result[queued.key] = queued.durable()
+            elif isinstance(queued, DurableMemory):
+                if queued.cache_key in result:
+                    result[queued.cache_key] = queued
+            elif isinstance(queued, DeleteKeys):
+                for key in queued.cache_keys:
+                    if key in result:
+                        result[key] = None
+            else:
+                for key, record in result.items():
+                    if record is not None and where_matches(queued, record):
+                        result[key] = None
+        return result
+
     def overlay(self, key: str, record: DurableMemory | None) -> DurableMemory | None:
         """Return `record` (read from the table) as the queued writes will leave it.
 

@@ -185,9 +185,25 @@ class Hydrator:
                     if not flight.was_touched(record.cache_key):
                         overlaid = self._writer.overlay(record.cache_key, record)
                         self._apply(record.cache_key, overlaid)
+                # A key of the scope written to the table only (a deferred
+                # user key at the cap) whose row the read did not see yet.
+                read = {record.cache_key for record in records}
+                for key in self._writer.queued_keys():
+                    if key not in read and _owner_of(key) == name:
+                        read.add(key)
+                        if not flight.was_touched(key):
+                            self._apply(key, self._writer.overlay(key, None))
             loaded.set((scope, owner), True)
 
         return load
+
+
+def _owner_of(key: str) -> Scope | None:
+    """Return (scope, owner) of `shortterm:{scope}:{owner}:{channel}[...]`, or None."""
+    parts = key.split(":", 3)
+    if len(parts) < 4 or not parts[2].isdigit():
+        return None
+    return parts[1], int(parts[2])
 
 
 __all__ = ["SERVER", "USER", "Hydrator", "crude_ttl", "remaining_ttl", "summary_ttl"]

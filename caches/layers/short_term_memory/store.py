@@ -8,6 +8,7 @@ loads. Clearing the cache never touches the table: only the explicit
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import (
     Awaitable,
     Callable,
@@ -303,8 +304,7 @@ class ShortTermMemoryStore:
         if not reads_user and guild and messages_for is not None:
             user_key = targets[0][1]
             if user_key in self.deferred or (
-                self.cache.peek(user_key) is MISSING
-                and not self.stored.absent(user_key)
+                self.cache.peek(user_key) is MISSING and self.stored.may_hold(user_key)
             ):
                 return await self._turn_deferring_user(
                     targets,
@@ -394,11 +394,14 @@ class ShortTermMemoryStore:
                     updated_since=self.hydrator.window_start(),
                 )
             )
-            overlay = self.writer.overlay
-            return {key: overlay(key, records.get(key)) for key in keys}
+            return self.writer.overlay_many({key: records.get(key) for key in keys})
 
     def _apply_deferred(
-        self, key: str, record: DurableMemory | None, deferred: Deferred
+        self,
+        key: str,
+        record: DurableMemory | None,
+        deferred: Deferred,
+        reader: bool = False,
     ) -> None:
         """Store a key's deferred turns in order over what it holds (no await).
 
@@ -408,6 +411,7 @@ class ShortTermMemoryStore:
         to the table only (written around the cache): caching it would evict
         a held entry, most often a channel's conversation, which every turn
         there reads, for a user key that a turn reads only when it answers.
+        A reader waiting for the key (`reader`) gets it cached.
         """
         value = self.cache.peek(key)
         if isinstance(value, ShortTermMemoryEntry):
@@ -440,7 +444,7 @@ class ShortTermMemoryStore:
                 last_updated=turn.at,
             )
         turns = len(deferred.turns)
-        if value is MISSING and len(self.cache) >= self.cache.maxsize:
+        if not reader and value is MISSING and len(self.cache) >= self.cache.maxsize:
             # No touch: a load of the key in flight overlays this queued write.
             self.stored.note(key)
             self.writer.submit_entries((base,), turns=turns)
@@ -525,10 +529,15 @@ class ShortTermMemoryStore:
         Read after the last await: a key loaded before it may have been
         written meanwhile. A value is the entry, or None: nothing stored.
         """
-        for _, key in targets:
-            await self.deferred.settle_key(key)
-            await self.hydrator.ensure_key(key)
-        return [self._current(key) for _, key in targets]
+        deferred = self.deferred
+        while True:
+            for _, key in targets:
+                await deferred.settle_key(key)
+                await self.hydrator.ensure_key(key)
+            # A quiet turn may have deferred a target while this waited: its
+            # turns come first (it stored its channel's key already).
+            if not deferred or not any(key in deferred for _, key in targets):
+                return [self._current(key) for _, key in targets]
 
     async def maintain_stored_keys(self, *, shards: repo.Shards = None) -> bool:
         """Build the stored-keys filter if there is none or it is full; True if built.
@@ -558,8 +567,10 @@ class ShortTermMemoryStore:
 
     async def flush(self) -> None:
         """Store every deferred turn and durable write, retrying (bound it by a timeout)."""
-        await self.deferred.flush()
-        await self.writer.flush()
+        # The writer is hurried meanwhile: a read that keeps failing must not
+        # keep the queued writes waiting behind it.
+        await asyncio.gather(self.deferred.flush(), self.writer.flush())
+        await self.writer.flush()  # what the deferred turns queued
 
     def pending_count(self) -> int:
         """Return the keys whose writes the table lacks (queued, or turns deferred)."""

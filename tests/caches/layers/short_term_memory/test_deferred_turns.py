@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 
 from caches.core import MISSING
 from caches.layers import short_term_memory as stm
@@ -205,7 +206,9 @@ async def test_deferred_turns_are_bounded_oldest_key_first(
         return dict.fromkeys(keys)
 
     deferred = DeferredTurns(
-        load, lambda key, record, d: applied.append((key, len(d.turns))), max_turns=3
+        load,
+        lambda key, record, d, reader: applied.append((key, len(d.turns))),
+        max_turns=3,
     )
     turn = DeferredTurn((), None, (), None, None, None)  # type: ignore[arg-type]
     for key in ("a", "b", "a", "c"):
@@ -246,3 +249,129 @@ async def test_at_the_cap_a_deferred_key_is_written_around_the_cache() -> None:
     assert rows[ann] == 2
     got = await store.get(ann)  # read back when a turn needs it
     assert got is not None and got.turn_count == 2
+
+
+@db
+async def test_a_listing_sees_a_key_written_around_before_its_row_is_stored() -> None:
+    store = ShortTermMemoryStore(maxsize=10)
+    release, real_call = asyncio.Event(), store.writer._call
+
+    async def held(apply, writes):  # in flight until released: no row yet
+        await release.wait()
+        await real_call(apply, writes)
+
+    store.writer._call = held
+    ann = user_short_term_memory_key(ANN, CHANNEL)
+    entry = stm.ShortTermMemoryEntry(
+        key=ann,
+        scope="user",
+        channel_disc_id=CHANNEL,
+        last_updated=timezone.now(),
+        user_disc_id=ANN,
+        server_disc_id=SERVER,
+        summary="ann likes tea",
+        turn_count=4,
+    )
+    store.writer.submit_entries([entry], turns=1)  # what a write-around queues
+    assert store.cache.peek(ann) is MISSING and await durable_rows() == []
+
+    listed = await store.list_scope("user", ANN)
+
+    assert [(e.key, e.turn_count, e.summary) for e in listed] == [
+        (ann, 4, "ann likes tea")
+    ]
+    release.set()
+    await asyncio.wait_for(store.flush(), 10)
+    assert [(r.cache_key, r.turn_count) for r in await durable_rows()] == [(ann, 4)]
+
+
+@db
+async def test_a_quiet_turn_deferred_during_a_read_of_its_key_comes_first(
+    stm_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caches.layers.short_term_memory import hydration
+    from tomori.domain.repositories import memory as repo
+
+    await _stored_not_held(stm_store, ANN)
+    read, release = asyncio.Event(), asyncio.Event()
+    real_run_db = hydration.run_db
+
+    async def gated(fn, *args, **kwargs):  # hold the answering turn's read
+        result = await real_run_db(fn, *args, **kwargs)
+        if fn is repo.get_memory_record:
+            read.set()
+            await release.wait()
+        return result
+
+    monkeypatch.setattr(hydration, "run_db", gated)
+    answering = asyncio.create_task(_turn(stm_store, ANN, "asks", reads_user=True))
+    await asyncio.wait_for(read.wait(), 10)  # the row is read, not yet cached
+    quiet = await _turn(stm_store, ANN, "quiet, after the question")
+    assert quiet.user is None and ANN_KEY in stm_store.deferred
+    release.set()
+    memory = await asyncio.wait_for(answering, 10)
+
+    # The quiet turn stored its channel key first, so it is the earlier turn
+    # of the user's key too: the answering turn sees it, and comes after it.
+    assert memory.user is not None and memory.user.turn_count == 2
+    assert [m.content for m in memory.user.messages] == ["quiet, after the question"]
+    ann = _user(stm_store, ANN)
+    assert ann.turn_count == 3 and [m.content for m in ann.messages] == ["asks"]
+    assert ann.last_updated >= memory.user.last_updated
+    await stm_store.flush()
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert rows[ANN_KEY] == 3
+
+
+ANN_KEY = user_short_term_memory_key(ANN, CHANNEL)
+
+
+async def test_overlaying_many_keys_at_once_matches_overlaying_each() -> None:
+    from caches.layers.short_term_memory.durable import DurableWriter
+    from tomori.domain.repositories.memory import DeleteKeys, DeleteWhere, DurableMemory
+
+    def row(user: int, channel: int, turns: int) -> DurableMemory:
+        return DurableMemory(
+            cache_key=user_short_term_memory_key(user, channel),
+            scope="user",
+            channel_disc_id=channel,
+            user_disc_id=user,
+            server_disc_id=SERVER,
+            persona_id=None,
+            summary="",
+            categories=(),
+            turn_count=turns,
+            summarized_turn_count=0,
+            updated_at=timezone.now(),
+        )
+
+    async def never(apply, writes):  # the queue stays as submitted
+        raise AssertionError("not drained in this test")
+
+    writer = DurableWriter(lambda writes: None, call=never)
+    table = {r.cache_key: r for r in (row(1, 10, 1), row(2, 10, 1), row(3, 11, 1))}
+    for write in (
+        row(1, 10, 2),
+        DeleteKeys((row(2, 10, 0).cache_key,)),
+        row(2, 10, 5),  # stored again after its delete
+        DeleteWhere(channel_disc_id=11),
+        row(4, 12, 1),
+    ):
+        writer.submit(write)
+    keys = [
+        row(user, channel, 0).cache_key
+        for user, channel in ((1, 10), (2, 10), (3, 11), (4, 12), (5, 10))
+    ]
+    read = {key: table.get(key) for key in keys}
+
+    many = writer.overlay_many(read)
+
+    assert many == {key: writer.overlay(key, read[key]) for key in keys}
+    assert [None if r is None else r.turn_count for r in many.values()] == [
+        2,
+        5,
+        None,
+        1,
+        None,
+    ]
+    writer._pending.clear()  # nothing to store: leave no retries behind
