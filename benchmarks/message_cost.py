@@ -280,6 +280,7 @@ def read_edge(sides: list[Side], bare: dict[str, Any], which: str) -> None:
         reading = {
             "metrics": scrape(side.ports["metrics"]),
             "round_trips": side.proxy.counts(),
+            "by_table": side.proxy.by_table(),
         }
         reading["cpu"] = _cpu(side.pid)
         setattr(side, which, reading)
@@ -383,6 +384,18 @@ def _round_trips(side: Side) -> tuple[float, dict[str, float]]:
     return sum(per.values()), per
 
 
+def _by_table(side: Side) -> None:
+    """Print the round trips per message by kind and first table named (top 8)."""
+    before, after = side.start["by_table"], side.end["by_table"]
+    per = {
+        label: (n - before.get(label, 0)) / max(side.messages, 1)
+        for label, n in after.items()
+    }
+    top = sorted(((v, k) for k, v in per.items() if v > 0), reverse=True)[:8]
+    if top:
+        print("  by statement and table: " + ", ".join(f"{k} {v:.3f}" for v, k in top))
+
+
 def _side_report(side: Side) -> None:
     total, per = _round_trips(side)
     print(f"\n-- {side.name}")
@@ -391,6 +404,7 @@ def _side_report(side: Side) -> None:
         + ", ".join(f"{k} {per[k]:.3f}" for k in KINDS)
         + ")"
     )
+    _by_table(side)
     _threads(side)
     gc_runs = side.series("python_gc_collections_total")
     print(

@@ -54,6 +54,18 @@ def statement_kind(sql: bytes) -> str:
     return "other"
 
 
+_TABLE = re.compile(
+    rb'\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z_][A-Za-z0-9_]*)', re.IGNORECASE
+)
+
+
+def statement_label(sql: bytes) -> str:
+    """Return "kind table" for one statement: its kind and the first table it names."""
+    match = _TABLE.search(sql)
+    table = match.group(1).decode() if match else "-"
+    return f"{statement_kind(sql)} {table}"
+
+
 def _cstring(payload: bytes, start: int = 0) -> tuple[bytes, int]:
     end = payload.index(b"\0", start)
     return payload[start:end], end + 1
@@ -100,11 +112,13 @@ class _Frontend:
 
     def _message(self, kind: bytes, payload: bytes) -> None:
         if kind == b"Q":
-            self.counts[statement_kind(payload)] += 1
+            label = statement_label(payload)
+            self.counts[label.split(" ", 1)[0]] += 1
+            self.counts[label] += 1
         elif kind == b"P":
             name, at = _cstring(payload)
             sql, _ = _cstring(payload, at)
-            self.current = statement_kind(sql)
+            self.current = statement_label(sql)
             if name:
                 self.statements[name] = self.current
         elif kind == b"B":
@@ -113,7 +127,9 @@ class _Frontend:
             if name:
                 self.current = self.statements.get(name, self.current)
         elif kind == b"S":
-            self.counts[self.current] += 1
+            self.counts[self.current.split(" ", 1)[0]] += 1
+            if " " in self.current:
+                self.counts[self.current] += 1
             self.current = "other"
 
 
@@ -144,6 +160,11 @@ class RoundTripProxy:
             return {
                 kind: self._counts[kind] for kind in (*KINDS, "unreadable connections")
             }
+
+    def by_table(self) -> dict[str, int]:
+        """Return the round trips counted so far by "kind table" (the first table named)."""
+        with self._lock:
+            return {label: n for label, n in self._counts.items() if " " in label}
 
     def stop(self) -> None:
         """Stop forwarding: drop every connection, then end the thread."""
