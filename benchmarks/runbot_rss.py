@@ -307,13 +307,26 @@ def _drive(
             print(
                 f"  {counts.received:>9,} messages  RSS {rss:6.1f} MB  "
                 f"backlog {counts.received - counts.processed:,}  "
-                f"load {os.getloadavg()[0]:.2f}",
+                f"load {os.getloadavg()[0]:.2f}{_full_collections(metrics)}",
                 flush=True,
             )
             next_print += options.print_every
     run.seconds = time.monotonic() - started
     run.counts = counts
     run.load_end = load_average()
+
+
+def _full_collections(metrics: dict[str, Any]) -> str:
+    """Return "  full GC n in s" so far (tomori_gc_pause_seconds, generation 2), or ""."""
+    found = {}
+    for name in ("tomori_gc_pause_seconds_count", "tomori_gc_pause_seconds_sum"):
+        for labels, value in metrics.get(name, {}).items():
+            if dict(labels).get("generation") == "2":
+                found[name] = value
+    if len(found) < 2:
+        return ""  # an older tree
+    count, total = found.values()
+    return f"  full GC {int(count)} in {total:.2f} s"
 
 
 def _final_readings(port: int, env: dict[str, str], run: Run) -> None:
