@@ -304,7 +304,8 @@ class ShortTermMemoryStore:
         if not reads_user and guild and messages_for is not None:
             user_key = targets[0][1]
             if user_key in self.deferred or (
-                self.cache.peek(user_key) is MISSING and self.stored.may_hold(user_key)
+                self.cache.peek(user_key) is MISSING
+                and (self.stored.may_hold(user_key) or self._full())
             ):
                 return await self._turn_deferring_user(
                     targets,
@@ -345,7 +346,12 @@ class ShortTermMemoryStore:
         server_name: str | None,
         parent_channel_disc_id: int | None,
     ) -> TurnMemory:
-        """Store a guild turn on its server key now and defer it on its user key."""
+        """Store a guild turn on its server key now and defer it on its user key.
+
+        A user key never stored (the stored-keys filter says so) is not
+        deferred: there is nothing to read. It gets here at the cap only, and
+        is written around the cache like a deferred key (`_apply_deferred`).
+        """
         self.cache.misses += 1  # the user key: not resident (or its turns deferred)
         server = targets[1:]
         values = self._resident(server) or await self._hydrated(server)
@@ -370,19 +376,28 @@ class ShortTermMemoryStore:
             categories=None,
         )
         # The same messages and time as the server entry's (shared, not copied).
-        self.deferred.defer(
-            targets[0][1],
-            identity,
-            DeferredTurn(
-                written.messages,
-                written.last_updated,
-                lineage,
-                channel_name,
-                server_name,
-                parent_channel_disc_id,
-            ),
+        turn = DeferredTurn(
+            written.messages,
+            written.last_updated,
+            lineage,
+            channel_name,
+            server_name,
+            parent_channel_disc_id,
         )
+        user_key = targets[0][1]
+        if (
+            user_key not in self.deferred
+            and self.cache.peek(user_key) is MISSING
+            and self.stored.absent(user_key)
+        ):
+            self._apply_deferred(user_key, None, Deferred(identity, [turn]))
+        else:
+            self.deferred.defer(user_key, identity, turn)
         return TurnMemory(None, conversation)
+
+    def _full(self) -> bool:
+        """Tell whether the cache is at its cap (a new key would evict one)."""
+        return len(self.cache) >= self.cache.maxsize
 
     async def _read_deferred(self, keys: list[str]) -> dict[str, DurableMemory | None]:
         """Read deferred keys' rows in one query, as the queued writes will leave them."""
@@ -444,7 +459,7 @@ class ShortTermMemoryStore:
                 last_updated=turn.at,
             )
         turns = len(deferred.turns)
-        if not reader and value is MISSING and len(self.cache) >= self.cache.maxsize:
+        if not reader and value is MISSING and self._full():
             # No touch: a load of the key in flight overlays this queued write.
             self.stored.note(key)
             self.writer.submit_entries((base,), turns=turns)

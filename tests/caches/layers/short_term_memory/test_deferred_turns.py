@@ -375,3 +375,33 @@ async def test_overlaying_many_keys_at_once_matches_overlaying_each() -> None:
         None,
     ]
     writer._pending.clear()  # nothing to store: leave no retries behind
+
+
+@db
+async def test_at_the_cap_a_never_stored_user_key_is_written_around_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = ShortTermMemoryStore(maxsize=3)
+    await store.store(
+        user_disc_id=BOB,
+        channel_disc_id=CHANNEL,
+        server_disc_id=SERVER,
+        messages=[message("b")],
+    )
+    await store.store(user_disc_id=BOB, channel_disc_id=CHANNEL + 1, messages=[])
+    await store.flush()
+    assert await store.maintain_stored_keys()  # the filter knows what is stored
+    held = set(store.cache.keys())
+    one = counting(monkeypatch, "get_memory_record")
+    many = counting(monkeypatch, "get_memory_records")
+    carol = 103
+
+    memory = await _turn(store, carol, "first words here")
+
+    assert memory.user is None and len(store.deferred) == 0
+    assert one == many == [] and store.written_around == 1
+    assert set(store.cache.keys()) == held  # nothing evicted for it
+    await asyncio.wait_for(store.flush(), 10)
+    rows = {r.cache_key: r.turn_count for r in await durable_rows()}
+    assert rows[user_short_term_memory_key(carol, CHANNEL)] == 1
+    assert not store.stored.absent(user_short_term_memory_key(carol, CHANNEL))
