@@ -20,24 +20,12 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from caches.core.buckets import BucketCounts
+from caches.core.buckets import LATENCY_BUCKETS, BucketCounts
 from metrics.prometheus.families import histogram_family
 
 #: Pause bounds in seconds: a young collection takes microseconds, a full
 #: one over a grown heap hundreds of milliseconds.
-GC_PAUSE_BUCKETS = (
-    0.0001,
-    0.0005,
-    0.001,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-)
+GC_PAUSE_BUCKETS = (0.0001, 0.00025, *LATENCY_BUCKETS, 2.5)
 
 
 class GcPauses:

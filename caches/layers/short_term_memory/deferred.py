@@ -31,6 +31,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import NamedTuple
 
+from caches.layers.short_term_memory.durable import (
+    FLUSH_RETRY_SECONDS,
+    retry_delay,
+)
 from caches.layers.short_term_memory.entry import StmMessage
 from caches.outage_log import on_log_trail
 from tomori.domain.knobs import knobs
@@ -44,9 +48,6 @@ logger = logging.getLogger(__name__)
 GATHER_SECONDS = 0.25
 #: Keys read per query.
 BATCH_MAX = 500
-#: The first retry after a failed read; each further one doubles, up to
-#: SHORT_TERM_MEMORY_RETRY_MAX_SECONDS (a flush retries at least this often).
-RETRY_FIRST_SECONDS = 0.25
 
 
 class Identity(NamedTuple):
@@ -180,7 +181,7 @@ class DeferredTurns:
             try:
                 await self._one_round()
             except Exception:  # noqa: BLE001 (kept and counted: retry)
-                await asyncio.sleep(RETRY_FIRST_SECONDS)
+                await asyncio.sleep(FLUSH_RETRY_SECONDS)
 
     async def _one_round(self, *, reader: bool = False) -> None:
         """Read the oldest deferred keys' rows and apply their turns (one at a time)."""
@@ -249,10 +250,7 @@ class DeferredTurns:
                 await self._one_round()
 
     def _delay(self) -> float:
-        if not self._failing:
-            return self.gather
-        ceiling = knobs().SHORT_TERM_MEMORY_RETRY_MAX_SECONDS
-        return min(ceiling, RETRY_FIRST_SECONDS * 2 ** min(self._failing - 1, 30))
+        return retry_delay(self._failing) if self._failing else self.gather
 
     def stats(self) -> dict[str, int]:
         """Return the deferred turns now and what was done with them so far."""

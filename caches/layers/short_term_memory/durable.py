@@ -75,6 +75,12 @@ _Queued = tuple[Hashable, MemoryWrite, int]
 Pending = MemoryWrite | ShortTermMemoryEntry
 
 
+def retry_delay(failing: int) -> float:
+    """Return the wait before the next attempt after `failing` failed ones in a row."""
+    ceiling = knobs().SHORT_TERM_MEMORY_RETRY_MAX_SECONDS
+    return float(min(ceiling, RETRY_FIRST_SECONDS * 2 ** min(failing - 1, 30)))
+
+
 def where_matches(
     where: DeleteWhere, record: DurableMemory | ShortTermMemoryEntry
 ) -> bool:
@@ -346,8 +352,7 @@ class DurableWriter:
             )
 
     async def _back_off(self) -> None:
-        ceiling = knobs().SHORT_TERM_MEMORY_RETRY_MAX_SECONDS
-        delay = min(ceiling, RETRY_FIRST_SECONDS * 2 ** min(self._failing - 1, 30))
+        delay = retry_delay(self._failing)
         if self._hurry:
             delay = min(delay, FLUSH_RETRY_SECONDS)
         wake = self._wake

@@ -588,7 +588,7 @@ class ShortTermMemoryStore:
         await self.writer.flush()  # what the deferred turns queued
 
     def pending_count(self) -> int:
-        """Return the keys whose writes the table lacks (queued, or turns deferred)."""
+        """Return the writes queued plus the keys deferred (a key may be both)."""
         return self.writer.pending_count() + len(self.deferred)
 
     def turns_behind(self) -> int:
