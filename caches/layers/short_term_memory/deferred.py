@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -185,16 +186,18 @@ class DeferredTurns:
 
     async def _one_round(self, *, reader: bool = False) -> None:
         """Read the oldest deferred keys' rows and apply their turns (one at a time)."""
-        running = self._round
-        if running is None or running.done():
-            running = self._round = asyncio.get_running_loop().create_task(
+        running, loop = self._round, asyncio.get_running_loop()
+        if running is None or running.done() or running.get_loop() is not loop:
+            running = self._round = loop.create_task(
                 self._read_and_apply(reader), name="stm-deferred-turns"
             )
             running.add_done_callback(_retrieved)
         await asyncio.shield(running)
 
     async def _read_and_apply(self, reader: bool) -> None:
-        keys = list(self._keys)[:BATCH_MAX]
+        keys = list(itertools.islice(self._keys, BATCH_MAX))
+        if not keys:
+            return
         self.loads += 1
         try:
             records = await self._load(keys)
