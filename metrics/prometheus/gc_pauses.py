@@ -3,11 +3,14 @@
 `python_gc_collections_total` counts collections; it does not say what they
 cost. A full (generation 2) collection walks every tracked object allocated
 since start-up's freeze (`tomori.bot.gc_policy`), which grows with the
-caches: at a full shard they were timed at 0.4-0.6 s each, long enough to
-back the turns up. The pause of each collection is timed from CPython's
-`gc.callbacks` (start and stop of every collection, in the thread that runs
-it: the GC holds the GIL, so nothing else runs meanwhile) into a histogram
-per generation. Installed once per process; about 1 us per collection.
+caches (0.15-0.2 s each at a full shard). Each collection is timed from
+CPython's `gc.callbacks` (its start and stop, in the thread that runs it)
+into a histogram per generation. The figure is wall time: what the thread
+that collects (most often the event loop) waits, including the finalizers
+the collection runs (which may let another thread take the GIL) and any
+time the OS schedules the process out on a busy host; read it as an upper
+bound of the GC's CPU. Installed once per process; about 1 us per
+collection.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class GcPauseCollector(Collector):
         """Yield the histogram of collection pauses per generation."""
         yield histogram_family(
             "tomori_gc_pause_seconds",
-            "How long each cyclic GC collection stopped the process, by generation "
+            "Wall time of each cyclic GC collection in the thread that ran it, by generation "
             "(2: full collections, which grow with the heap).",
             {
                 (str(generation),): counts.cumulative()
