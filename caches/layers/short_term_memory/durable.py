@@ -461,20 +461,4 @@ class DurableWriter:
         batch in flight, then the queue. Replaying a write the read saw
         already leaves the record as it was.
         """
-        in_flight: list[Pending] = [write for _, write, _ in self._in_flight]
-        stored: list[Pending] = [w for _, writes in self._recent for w in writes]
-        for queued in (*stored, *in_flight, *self._pending.values()):
-            if isinstance(queued, ShortTermMemoryEntry):
-                if queued.key == key:
-                    record = queued.durable()
-                continue
-            write = queued
-            if isinstance(write, DurableMemory):
-                if write.cache_key == key:
-                    record = write
-            elif isinstance(write, DeleteKeys):
-                if key in write.cache_keys:
-                    record = None
-            elif record is not None and where_matches(write, record):
-                record = None
-        return record
+        return self.overlay_many({key: record})[key]

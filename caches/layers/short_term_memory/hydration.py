@@ -22,7 +22,7 @@ from caches.layers.short_term_memory.entry import (
     ShortTermMemoryEntry,
     entry_from_durable,
 )
-from caches.layers.short_term_memory.keys import SERVER, USER
+from caches.layers.short_term_memory.keys import SERVER, USER, key_owner
 from caches.layers.short_term_memory.stored_keys import StoredKeys
 from tomori.domain.knobs import knobs
 from tomori.domain.repositories import memory as repo
@@ -189,21 +189,13 @@ class Hydrator:
                 # user key at the cap) whose row the read did not see yet.
                 read = {record.cache_key for record in records}
                 for key in self._writer.queued_keys():
-                    if key not in read and _owner_of(key) == name:
+                    if key not in read and key_owner(key) == name:
                         read.add(key)
                         if not flight.was_touched(key):
                             self._apply(key, self._writer.overlay(key, None))
             loaded.set((scope, owner), True)
 
         return load
-
-
-def _owner_of(key: str) -> Scope | None:
-    """Return (scope, owner) of `shortterm:{scope}:{owner}:{channel}[...]`, or None."""
-    parts = key.split(":", 3)
-    if len(parts) < 4 or not parts[2].isdigit():
-        return None
-    return parts[1], int(parts[2])
 
 
 __all__ = ["SERVER", "USER", "Hydrator", "crude_ttl", "remaining_ttl", "summary_ttl"]

@@ -35,6 +35,14 @@ def short_term_memory_key(
     return f"{PREFIX}{scope}:{owner}:{channel}:{persona}"
 
 
+def key_owner(key: str) -> tuple[str, int] | None:
+    """Return (scope, owner) of a key, or None if it is not one (no regex: hot enough)."""
+    parts = key.split(":", 3)
+    if len(parts) < 4 or parts[0] != PREFIX[:-1] or not parts[2].isdigit():
+        return None
+    return parts[1], int(parts[2])
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedKey:
     """The parts of a short-term memory key."""

@@ -135,6 +135,24 @@ def _targets(
     return targets
 
 
+def _with_turn(
+    base: ShortTermMemoryEntry,
+    turn: DeferredTurn,
+    categories: tuple[str, ...] | None = None,
+) -> ShortTermMemoryEntry:
+    """Return `base` after `turn`: its fields where given, else the base's."""
+    return base.with_turn(
+        persona_lineage=turn.persona_lineage or base.persona_lineage,
+        channel_name=turn.channel_name or base.channel_name,
+        server_name=turn.server_name or base.server_name,
+        parent_channel_disc_id=turn.parent_channel_disc_id
+        or base.parent_channel_disc_id,
+        messages=turn.messages,
+        categories=base.categories if categories is None else categories,
+        last_updated=turn.at,
+    )
+
+
 class ShortTermMemoryStore:
     """Short-term memory of one process: cache first, table behind."""
 
@@ -447,17 +465,7 @@ class ShortTermMemoryStore:
                 who.persona_id,
             )
         for turn in deferred.turns:
-            base = base.with_turn(
-                persona_lineage=turn.persona_lineage or base.persona_lineage,
-                channel_name=turn.channel_name or base.channel_name,
-                server_name=turn.server_name or base.server_name,
-                parent_channel_disc_id=(
-                    turn.parent_channel_disc_id or base.parent_channel_disc_id
-                ),
-                messages=turn.messages,
-                categories=base.categories,
-                last_updated=turn.at,
-            )
+            base = _with_turn(base, turn)
         turns = len(deferred.turns)
         if not reader and value is MISSING and self._full():
             # No touch: a load of the key in flight overlays this queued write.
@@ -490,22 +498,15 @@ class ShortTermMemoryStore:
         categories: tuple[str, ...] | None,
     ) -> ShortTermMemoryEntry:
         """Write one stored turn over `bases` (no await: read-merge-write is atomic)."""
-        kept = tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :]
-        now = self.hydrator.wall_clock()
-        written = []
-        for base in bases:
-            entry = base.with_turn(
-                persona_lineage=lineage or base.persona_lineage,
-                channel_name=channel_name or base.channel_name,
-                server_name=server_name or base.server_name,
-                parent_channel_disc_id=(
-                    parent_channel_disc_id or base.parent_channel_disc_id
-                ),
-                messages=kept,
-                categories=base.categories if categories is None else categories,
-                last_updated=now,
-            )
-            written.append(entry)
+        turn = DeferredTurn(
+            tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :],
+            self.hydrator.wall_clock(),
+            lineage,
+            channel_name,
+            server_name,
+            parent_channel_disc_id,
+        )
+        written = [_with_turn(base, turn, categories) for base in bases]
         self._write_all(written, turns=1)
         return written[0]
 
@@ -613,8 +614,7 @@ class ShortTermMemoryStore:
     ) -> list[ShortTermMemoryEntry]:
         """Return a user's or server's non-empty entries, newest first."""
         if scope == k.USER and self.deferred:
-            wanted = owner_scope_value(scope, owner)
-            await self.deferred.settle(lambda key: _owner_scope(key) == (wanted,))
+            await self.deferred.settle(lambda key: k.key_owner(key) == (scope, owner))
         await self.hydrator.ensure_scope(scope, owner, self._loaded)
         entries = [
             entry
