@@ -132,7 +132,7 @@ async def turn_latency(
         thawed_at = time.monotonic()
         await _feed(client, sim, rate=rate, seconds=5)
         await pipeline.wait_processed(pipeline.counters.received, timeout=30)
-        await asyncio.wait_for(short_term_memory_store().writer.flush(), 60)
+        await asyncio.wait_for(short_term_memory_store().flush(), 60)
         keys, behind = await sync_to_async(_keys_behind)()
         await client.close()
         await task
