@@ -11,6 +11,7 @@ import pytest
 
 from caches.memory.heap_trim import MAX_MMAP_THRESHOLD, set_mmap_threshold, trim_heap
 from caches.memory.readers import read_rss_bytes
+from tomori.domain.knobs.table import KNOBS_BY_NAME
 
 MIB = 2**20
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,3 +81,50 @@ def test_zero_keeps_glibcs_threshold_and_a_huge_one_is_refused() -> None:
     assert set_mmap_threshold(0) is False
     with pytest.raises(ValueError, match="over"):
         set_mmap_threshold(MAX_MMAP_THRESHOLD + 1)
+
+
+# A child process (glibc's malloc state is the whole process's): fixes the
+# threshold at argv[1] KiB, then reads ten small messages from a socket as
+# asyncio's transports read (recv into a max_size buffer, shrunk to what came)
+# and prints how many of the ten byte strings glibc mapped.
+_SOCKET_READS_CHILD = """
+import asyncio.selector_events, ctypes, socket, sys
+from caches.memory.heap_trim import set_mmap_threshold
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd",
+        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+mallinfo2.restype = MallInfo2
+assert set_mmap_threshold(int(sys.argv[1]) * 1024)
+size = asyncio.selector_events._SelectorSocketTransport.max_size
+ours, theirs = socket.socketpair()
+before = mallinfo2().hblks
+kept = []
+for _ in range(10):
+    theirs.send(b"x" * 100)
+    kept.append(ours.recv(size))
+print(mallinfo2().hblks - before)
+"""
+
+
+def _mapped_reads(threshold_kb: int) -> int:
+    child = subprocess.run(
+        [sys.executable, "-c", _SOCKET_READS_CHILD, str(threshold_kb)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return int(child.stdout)
+
+
+@GLIBC
+def test_the_default_threshold_keeps_socket_reads_off_mmap() -> None:
+    # asyncio reads into a 256 KiB buffer: at 128 KiB each read is a mapping
+    # of its own (mmap, mremap, munmap: system calls a gateway frame).
+    assert _mapped_reads(128) == 10
+    default_kb = KNOBS_BY_NAME["HEAP_MMAP_THRESHOLD_KB"].default
+    assert _mapped_reads(default_kb) == 0

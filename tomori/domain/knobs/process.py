@@ -136,12 +136,14 @@ class MemoryGuardKnobs:
         minimum=0,
     )
     HEAP_MMAP_THRESHOLD_KB: int = knob(
-        128,
+        512,
         "The worker fixes glibc's mmap threshold here at start: a block this large "
         "or larger (a big dict or list table) gets a mapping of its own, returned to "
         "the kernel when freed, instead of leaving a hole in the heap. 0 keeps "
         "glibc's sliding threshold (it rises to each large block freed, up to 32 "
-        "MiB). No effect off glibc.",
+        "MiB). Keep it above 256: asyncio reads every socket into a 256 KiB buffer, "
+        "which at or below this size is mapped, shrunk and unmapped on every read "
+        "(three system calls and a page fault a gateway frame). No effect off glibc.",
         minimum=0,
         maximum=32_768,
     )
