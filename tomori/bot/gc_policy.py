@@ -12,6 +12,16 @@ the full collections that still run then cover only what was allocated
 since (about 3 ms each in the same run). Objects frozen are still freed by
 reference counting as usual; only cyclic garbage among them would wait, so
 the heap is collected once just before the freeze.
+
+From then on the young generation is collected every YOUNG_THRESHOLD net
+allocations instead of CPython's 700: most of a turn's objects die by
+reference counting before a collection would see them, and the middle
+generation (collected every tenth young collection) stops re-walking the
+turns' survivors a dozen times a second. Measured on the production scenario
+at 150 msg/s (`benchmarks/message_cost.py`, 90 s, 13,500 messages): the
+collections' time fell from 381 to 141 ms (147 young and 13 middle
+collections of 1.3 and 9.5 ms against 6 and 1 of 14 and 55 ms); cyclic
+garbage waits for at most YOUNG_THRESHOLD more allocations (a few MB).
 """
 
 from __future__ import annotations
@@ -22,7 +32,11 @@ import time
 
 logger = logging.getLogger(__name__)
 
+#: The young generation's threshold once start-up is frozen (CPython's is 700).
+YOUNG_THRESHOLD = 10_000
+
 _frozen = False
+_thresholds = gc.get_threshold()  # the interpreter's, restored by _reset_for_tests
 
 
 def freeze_start_up() -> int | None:
@@ -33,18 +47,22 @@ def freeze_start_up() -> int | None:
     started = time.perf_counter()
     gc.collect()
     gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     _frozen = True
     count = gc.get_freeze_count()
     logger.info(
-        "gc: %d start-up objects frozen out of full collections (%.0f ms)",
+        "gc: %d start-up objects frozen out of full collections (%.0f ms); "
+        "young collections every %d allocations",
         count,
         (time.perf_counter() - started) * 1000,
+        YOUNG_THRESHOLD,
     )
     return count
 
 
 def _reset_for_tests() -> None:
-    """Unfreeze and forget that start-up was frozen (tests only)."""
+    """Unfreeze, restore the thresholds and forget that start-up was frozen (tests only)."""
     global _frozen
     gc.unfreeze()
+    gc.set_threshold(*_thresholds)
     _frozen = False

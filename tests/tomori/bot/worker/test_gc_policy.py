@@ -37,3 +37,21 @@ def test_start_up_objects_are_frozen_once_and_garbage_is_collected_first(
     assert not any(o is kept[0] for o in gc.get_objects())
     assert gc_policy.freeze_start_up() is None  # once per process
     assert gc.get_freeze_count() <= frozen  # nothing frozen again
+
+
+def test_after_the_freeze_young_collections_are_rarer_but_still_collect_cycles(
+    thawed: None,
+) -> None:
+    class Node:
+        other: object
+
+    gc_policy.freeze_start_up()
+    assert gc.get_threshold()[0] == gc_policy.YOUNG_THRESHOLD
+    cycle = Node()
+    cycle.other = cycle
+    gone = weakref.ref(cycle)
+    del cycle
+    assert gone() is not None  # cyclic garbage waits for a collection...
+    kept = [[] for _ in range(2 * gc_policy.YOUNG_THRESHOLD)]  # tracked objects
+    assert gone() is None  # ...which the allocations past the threshold ran
+    assert len(kept) == 2 * gc_policy.YOUNG_THRESHOLD
