@@ -57,15 +57,20 @@ print((read_rss_bytes() - before) / 2**20)
 """
 
 
-def _retained_mib(mode: str) -> float:
+def _child(code: str, argument: str) -> str:
+    """Run `code` in a fresh interpreter (its own malloc state); return its output."""
     child = subprocess.run(
-        [sys.executable, "-c", _FREED_BLOCKS_CHILD, mode],
+        [sys.executable, "-c", code, argument],
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     )
-    return float(child.stdout)
+    return child.stdout
+
+
+def _retained_mib(mode: str) -> float:
+    return float(_child(_FREED_BLOCKS_CHILD, mode))
 
 
 @GLIBC
@@ -111,14 +116,7 @@ print(mallinfo2().hblks - before)
 
 
 def _mapped_reads(threshold_kb: int) -> int:
-    child = subprocess.run(
-        [sys.executable, "-c", _SOCKET_READS_CHILD, str(threshold_kb)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    return int(child.stdout)
+    return int(_child(_SOCKET_READS_CHILD, str(threshold_kb)))
 
 
 @GLIBC
