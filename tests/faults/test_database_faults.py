@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.db import Error as DjangoDatabaseError
 from django.db import connection
 
@@ -97,6 +98,29 @@ async def test_a_hung_write_refuses_writes_only(
         assert calls.stuck_calls(older_than=0.1) == 1  # the worker's exit sees it
     finally:
         hung.set()
+
+
+async def test_a_call_queued_past_its_deadline_never_runs(settings) -> None:  # type: ignore[no-untyped-def]
+    """A timed-out call that had not started is dropped, not run after the deadline."""
+    settings.DB_CALL_TIMEOUT_SECONDS = 0.2
+    started, busy, ran = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        busy.wait(30)
+
+    holding = asyncio.ensure_future(run_db(hold))
+    assert await asyncio.to_thread(started.wait, 10)  # the thread is taken
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            await run_db(ran.set)  # queued behind the busy call
+    finally:
+        busy.set()
+    with pytest.raises(DatabaseUnavailable):
+        await holding  # it ran past its own deadline too
+    # The thread's queue is first in, first out: once this has run, so had the queued call.
+    await asyncio.wrap_future(SyncToAsync.single_thread_executor.submit(int))
+    assert not ran.is_set()
 
 
 async def _until_writes_refused(calls: DatabaseCalls, timeout: float = 10.0) -> None:
