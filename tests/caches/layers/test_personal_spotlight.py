@@ -129,6 +129,54 @@ def test_repository_status_query_deletes_expired_rows_first(spotlit, make_user):
     assert PersonalSpotlight.objects.filter(server_id=server.id).count() == 1
 
 
+def test_repository_status_query_is_one_query_without_expired_rows(
+    spotlit, django_assert_num_queries
+):
+    server, user, persona = spotlit
+    with django_assert_num_queries(1):
+        found = spotlight_repo.get_personal_spotlight_status(
+            server_id=server.id, user_id=user.id, channel_disc_id=CHANNEL
+        )
+    assert found == SpotlightRecord(persona_id=persona.id, expires_at=None)
+    with django_assert_num_queries(1):
+        assert (
+            spotlight_repo.get_personal_spotlight_status(
+                server_id=server.id, user_id=user.id, channel_disc_id=CHANNEL + 1
+            )
+            is None
+        )
+
+
+def test_repository_status_query_deletes_the_triples_own_expired_row(spotlit):
+    server, user, persona = spotlit
+    later = timezone.now() + timedelta(hours=1)
+    spotlight_repo.personal_spotlight_set(
+        server_id=server.id,
+        user_id=user.id,
+        channel_disc_id=CHANNEL + 1,
+        persona_id=persona.id,
+        expires_at=later,
+    )
+    PersonalSpotlight.objects.filter(channel_disc_id=CHANNEL).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert (
+        spotlight_repo.get_personal_spotlight_status(
+            server_id=server.id, user_id=user.id, channel_disc_id=CHANNEL
+        )
+        is None
+    )
+    assert list(
+        PersonalSpotlight.objects.filter(server_id=server.id).values_list(
+            "channel_disc_id", flat=True
+        )
+    ) == [CHANNEL + 1]  # the unexpired one stays
+    found = spotlight_repo.get_personal_spotlight_status(
+        server_id=server.id, user_id=user.id, channel_disc_id=CHANNEL + 1
+    )
+    assert found is not None and found.expires_at == later
+
+
 def test_expired_cached_result_is_not_served(run, spotlit):
     server, user, persona = spotlit
     key = spotlight_cache_key(server.id, user.id, CHANNEL)

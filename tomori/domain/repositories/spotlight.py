@@ -53,17 +53,33 @@ def servers_with_personal_spotlights(server_ids: Collection[int]) -> dict[int, b
 def get_personal_spotlight_status(
     *, server_id: int, user_id: int, channel_disc_id: int
 ) -> SpotlightRecord | None:
-    """Delete the server's expired spotlights, then return this triple's, or None."""
+    """Delete the server's expired spotlights, then return this triple's, or None.
+
+    One query in the common case: the triple's row and the server's expired
+    rows are read together, and the delete (through the ORM: its signals
+    feed the invalidation outbox) runs only when that read saw expired rows.
+    """
     now = timezone.now()
-    PersonalSpotlight.objects.filter(server_id=server_id, expires_at__lte=now).delete()
-    row = (
+    found: SpotlightRecord | None = None
+    expired = False
+    for (
+        row_user,
+        row_channel,
+        persona_id,
+        expires_at,
+    ) in PersonalSpotlight.objects.filter(
+        Q(user_id=user_id, channel_disc_id=channel_disc_id) | Q(expires_at__lte=now),
+        server_id=server_id,
+    ).values_list("user_id", "channel_disc_id", "persona_id", "expires_at"):
+        if expires_at is not None and expires_at <= now:
+            expired = True  # the triple's own included: deleted, so not found
+        elif row_user == user_id and row_channel == channel_disc_id:
+            found = SpotlightRecord(persona_id=persona_id, expires_at=expires_at)
+    if expired:
         PersonalSpotlight.objects.filter(
-            server_id=server_id, user_id=user_id, channel_disc_id=channel_disc_id
-        )
-        .values_list("persona_id", "expires_at")
-        .first()
-    )
-    return SpotlightRecord(persona_id=row[0], expires_at=row[1]) if row else None
+            server_id=server_id, expires_at__lte=now
+        ).delete()
+    return found
 
 
 def personal_spotlight_set(
