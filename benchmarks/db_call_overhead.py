@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -90,24 +89,12 @@ def child(options: argparse.Namespace) -> None:
 
 def main() -> None:
     """Run the measurement in a child with the benchmarks' settings."""
-    from benchmarks.processes import add_database_url, base_env, load_average
+    from benchmarks.processes import parent_or_child
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    add_database_url(parser, "postgres://postgres@127.0.0.1:5432/tomori_bench")
-    options = parser.parse_args()
-    if options.child:
-        child(options)
-        return
-    print(f"command: {' '.join(sys.argv)}\nload average: {load_average()}", flush=True)
-    env = base_env(options.database_url)
-    subprocess.run(
-        [sys.executable, __file__, "--child", *sys.argv[1:]],
-        env=env,
-        check=True,
-    )
+    parent_or_child(__file__, parser, child)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -148,12 +147,7 @@ def child(options: argparse.Namespace) -> None:
 
 def main() -> None:
     """Seed if needed, then run the measurement in a child with production settings."""
-    from benchmarks.processes import (
-        add_database_url,
-        base_env,
-        load_average,
-        prepare_database,
-    )
+    from benchmarks.processes import parent_or_child
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -163,18 +157,7 @@ def main() -> None:
         help="a round's reads (a tenth when saturated)",
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    add_database_url(parser, "postgres://postgres@127.0.0.1:5432/tomori_bench")
-    options = parser.parse_args()
-    if options.child:
-        child(options)
-        return
-    env = base_env(options.database_url)
-    prepare_database(env, "production")
-    print(f"command: {' '.join(sys.argv)}\nload average: {load_average()}", flush=True)
-    subprocess.run(
-        [sys.executable, __file__, "--child", *sys.argv[1:]], env=env, check=True
-    )
+    parent_or_child(__file__, parser, child, scenario="production")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +83,34 @@ def prepare_database(env: dict[str, str], scenario: str, *, root: Path = ROOT) -
         ["seed_demo", "--scenario", scenario, "--no-user"],
     ):
         subprocess.run([*manage, *args], cwd=root, env=quiet, check=True)
+
+
+def parent_or_child(
+    script: str,
+    parser: argparse.ArgumentParser,
+    child: Callable[[argparse.Namespace], None],
+    *,
+    scenario: str | None = None,
+) -> None:
+    """Run `child(options)` in a child process of `script`, under production settings.
+
+    Adds --database-url (the benchmarks' database) and the child's hidden
+    flag to `parser`. In the parent: seeds `scenario` if given, prints the
+    command and the load, and runs `script --child` with the same arguments.
+    """
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_database_url(parser, "postgres://postgres@127.0.0.1:5432/tomori_bench")
+    options = parser.parse_args()
+    if options.child:
+        child(options)
+        return
+    env = base_env(options.database_url)
+    if scenario is not None:
+        prepare_database(env, scenario)
+    print(f"command: {' '.join(sys.argv)}\nload average: {load_average()}", flush=True)
+    subprocess.run(
+        [sys.executable, script, "--child", *sys.argv[1:]], env=env, check=True
+    )
 
 
 def create_database(url: str) -> None:
