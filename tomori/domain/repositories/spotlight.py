@@ -56,21 +56,17 @@ def get_personal_spotlight_status(
     """Delete the server's expired spotlights, then return this triple's, or None.
 
     One query in the common case: the triple's row and the server's expired
-    rows are read together, and the delete (through the ORM: its signals
-    feed the invalidation outbox) runs only when that read saw expired rows.
+    rows are read together, and the delete (the ORM's, as before: it
+    invalidates what it removes) runs only when that read saw expired rows.
     """
     now = timezone.now()
     found: SpotlightRecord | None = None
     expired = False
-    for (
-        row_user,
-        row_channel,
-        persona_id,
-        expires_at,
-    ) in PersonalSpotlight.objects.filter(
+    rows = PersonalSpotlight.objects.filter(
         Q(user_id=user_id, channel_disc_id=channel_disc_id) | Q(expires_at__lte=now),
         server_id=server_id,
-    ).values_list("user_id", "channel_disc_id", "persona_id", "expires_at"):
+    ).values_list("user_id", "channel_disc_id", "persona_id", "expires_at")
+    for row_user, row_channel, persona_id, expires_at in rows:
         if expires_at is not None and expires_at <= now:
             expired = True  # the triple's own included: deleted, so not found
         elif row_user == user_id and row_channel == channel_disc_id:
