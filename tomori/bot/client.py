@@ -51,6 +51,7 @@ import discord
 
 from metrics.prometheus.buckets import TurnTimings
 from tomori.bot import shared_strings
+from tomori.bot.http_buckets import throttle_bucket_sweeps
 from tomori.bot.pipeline import MessagePipeline
 from tomori.bot.pipeline import discord_events as events
 from tomori.bot.pipeline.waiting import CountWaiters
@@ -127,6 +128,7 @@ class TomoriClientMixin:
         # discord.py's close() ends with this HTTP session; close_gateway()
         # keeps it for the replies of the turns still running (shutdown).
         http: Any = self.http  # type: ignore[attr-defined]
+        throttle_bucket_sweeps(http)
         self._keep_http = False
         self._close_http_session = http.close
         http.close = self._close_http_unless_kept
