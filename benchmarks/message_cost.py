@@ -161,13 +161,21 @@ def proxied_url(url: str, port: int) -> str:
 
 @contextmanager
 def profiled(pid: int, options: argparse.Namespace) -> Iterator[None]:
-    """Sample every thread of the worker with py-spy over the window (--profile)."""
+    """Sample the worker's GIL holder with py-spy over the window (--profile).
+
+    `--gil`: a sample only of the thread running Python, so the samples
+    split the process's Python CPU by thread and function (a thread waiting
+    for the GIL, or in `epoll`, is not counted as busy). `--nonblocking`:
+    the worker is not paused for each sample (blocking sampling inflated
+    every thread's figures).
+    """
     if not options.profile:
         yield
         return
     argv = [
-        *("py-spy", "record", "--threads", "--pid", str(pid)),
-        *("--rate", "250", "--format", "raw", "--output", options.profile),
+        *("py-spy", "record", "--threads", "--gil", "--nonblocking"),
+        *("--pid", str(pid), "--rate", "1000"),
+        *("--format", "raw", "--output", options.profile),
         *("--duration", str(int(options.window))),
     ]
     with process(argv, **QUIET) as spy:
@@ -516,8 +524,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         metavar="PATH",
-        help="diagnosis: py-spy's raw samples of the worker's threads over the "
-        "window (py-spy on PATH; its sampling costs CPU: not a figure)",
+        help="diagnosis: py-spy's raw samples of the thread holding the GIL "
+        "over the window, 1,000 a second (py-spy on PATH; its sampling costs "
+        "CPU: not a figure)",
     )
     parser.add_argument(
         "--database-url",
