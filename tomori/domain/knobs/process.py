@@ -142,7 +142,7 @@ class MemoryGuardKnobs:
         "the kernel when freed, instead of leaving a hole in the heap. 0 keeps "
         "glibc's sliding threshold (it rises to each large block freed, up to 32 "
         "MiB). Keep it above 256: asyncio reads every socket into a 256 KiB buffer, "
-        "which at or below this size is mapped, shrunk and unmapped on every read "
+        "which a threshold of 256 or less maps, shrinks and unmaps on every read "
         "(three system calls and a page fault a gateway frame). No effect off glibc.",
         minimum=0,
         maximum=32_768,
