@@ -46,13 +46,14 @@ def throttle_bucket_sweeps(
             discord.__version__,
         )
         return False
-    next_at = [float("-inf")]
+    next_at = float("-inf")
 
     def throttled() -> None:
+        nonlocal next_at
         now = clock()
-        if now < next_at[0]:
+        if now < next_at:
             return
-        next_at[0] = now + every
+        next_at = now + every
         sweep()
 
     http._try_clear_expired_ratelimits = throttled
