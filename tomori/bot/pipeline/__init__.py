@@ -10,11 +10,16 @@ Generating a reply is out of scope: each turn ends in a pluggable responder
 """
 
 from caches.layers import (
+    channel_whitelist,
     declared_layers,
     gemini_capability,
     layer_names,
     novelai_capability,
+    personal_spotlight,
     preset_avatar,
+    short_term_memory,
+    tomori_state,
+    user,
     webhook,
     webhook_identity,
 )
@@ -36,16 +41,31 @@ NOT_READ_BY_A_TURN: tuple[str, ...] = layer_names(
     )
 )
 
-#: The cache layers an OK guild turn reads (when their condition holds): every
-#: declared layer but those above, so a new layer is one a turn reads until it
-#: is listed there (the end-to-end test checks each shows hits).
+#: The cache layers an OK guild turn that answers reads (when their condition
+#: holds): every declared layer but those above, so a new layer is one a turn
+#: reads until it is listed there (the end-to-end test checks each shows hits).
 PIPELINE_LAYERS: tuple[str, ...] = tuple(
     name for name in declared_layers() if name not in NOT_READ_BY_A_TURN
+)
+
+#: The layers a quiet guild turn (one that does not answer: the bot is not
+#: mentioned) reads: the gate (state, blacklist, whitelist), the user row and
+#: spotlight that choose the persona, and short-term memory, whose keys carry
+#: the persona. The rest of PIPELINE_LAYERS only an answer needs.
+QUIET_TURN_LAYERS: tuple[str, ...] = layer_names(
+    (
+        tomori_state.LAYER,
+        user.LAYER,
+        channel_whitelist.LAYER,
+        personal_spotlight.LAYER,
+        short_term_memory.LAYER,
+    )
 )
 
 __all__ = [
     "NOT_READ_BY_A_TURN",
     "PIPELINE_LAYERS",
+    "QUIET_TURN_LAYERS",
     "HistoryContext",
     "MessagePipeline",
     "Outcome",

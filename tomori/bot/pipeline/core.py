@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from caches.catalogs import CatalogSet
 from caches.db_outage import DB_ERRORS, database_failed, failing_layer
@@ -25,6 +25,7 @@ from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_SCAN_LIMIT,
     EMPTY_HISTORY,
+    HistoryContext,
     RecentMessages,
     resolve_history,
 )
@@ -32,6 +33,10 @@ from tomori.bot.pipeline.intake import Intake, Stopped
 from tomori.bot.pipeline.memory import MemoryStep
 from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
+    NO_EXTRAS,
+    NO_MODEL,
+    ModelChoice,
+    ServerExtras,
     choose_model,
     choose_persona,
     role_ids,
@@ -43,7 +48,9 @@ from tomori.bot.pipeline.responder import RecordingResponder, Responder
 from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn, stop_turn
 from tomori.bot.pipeline.waiting import CountWaiters
 from tomori.domain.knobs import knobs
-from tomori.domain.repositories.channels import WhitelistDecision
+from tomori.domain.repositories.channels import ChannelPromptRecord, WhitelistDecision
+from tomori.domain.repositories.servers import PersonaRecord
+from tomori.domain.repositories.sprites import SpriteRecord
 
 logger = logging.getLogger(__name__)
 
@@ -319,11 +326,60 @@ class MessagePipeline:
         self_id: int | None,
     ) -> ResolvedTurn:
         state, decision = gate
-        server_id, channel_id = state.server_id, base["channel_disc_id"]
+        channel_id = base["channel_disc_id"]
         parent_id = base["parent_channel_disc_id"]
         user, privacy = await user_and_privacy(base["user_disc_id"])
         spotlight = await spotlight_persona_id(state, user, channel_id)
         persona = choose_persona(state, decision, spotlight)
+        window = self._window(message)
+        answers = base["mentions_bot"]
+        # A quiet turn (it does not answer: most of the stream) still stores
+        # its message in short-term memory, whose keys carry the persona; it
+        # resolves nothing only an answer needs (`QUIET`), nor reads the
+        # user's own entry (an answer says how many turns it remembers).
+        inputs = (
+            await self._answer_inputs(
+                state, guild, persona, window, channel_id, parent_id
+            )
+            if answers
+            else QUIET
+        )
+        memory = await self.memory.run(
+            message,
+            window,
+            guild,
+            persona,
+            self_id=self_id,
+            parent_id=parent_id,
+            reads_user=answers,
+        )
+        return ok_turn(
+            base,
+            state=state,
+            decision=decision,
+            persona=persona,
+            spotlight=spotlight,
+            model=inputs.model,
+            prompt=inputs.prompt,
+            sprites=inputs.sprites,
+            user=user,
+            privacy=privacy,
+            extras=inputs.extras,
+            history=inputs.history,
+            memory=memory,
+        )
+
+    async def _answer_inputs(
+        self,
+        state: TomoriState,
+        guild: Any,
+        persona: PersonaRecord | None,
+        window: list[Any],
+        channel_id: int,
+        parent_id: int | None,
+    ) -> AnswerInputs:
+        """Resolve what only an answer needs: model, prompt, sprites, extras, history."""
+        server_id = state.server_id
         override = await get_cached_channel_llm(
             server_id, channel_id, parent_disc_id=parent_id
         )
@@ -332,34 +388,8 @@ class MessagePipeline:
         prompt = await get_cached_channel_prompt(server_id, channel_id)
         sprites = await get_cached_prompt_sprites(persona.id) if persona else ()
         extras = await server_extras(state, guild, persona, model.llm)
-        window = self._window(message)
         history = await resolve_history(window) if window else EMPTY_HISTORY
-        # Only a turn that answers needs the user's own entry (its reply says
-        # how many turns it remembers): the others do not wait for its row.
-        memory = await self.memory.run(
-            message,
-            window,
-            guild,
-            persona,
-            self_id=self_id,
-            parent_id=parent_id,
-            reads_user=base["mentions_bot"],
-        )
-        return ok_turn(
-            base,
-            state=state,
-            decision=decision,
-            persona=persona,
-            spotlight=spotlight,
-            model=model,
-            prompt=prompt,
-            sprites=sprites,
-            user=user,
-            privacy=privacy,
-            extras=extras,
-            history=history,
-            memory=memory,
-        )
+        return AnswerInputs(model, prompt, sprites, extras, history)
 
     async def _resolve_dm(
         self, message: Any, base: dict[str, Any], self_id: int | None
@@ -384,6 +414,20 @@ class MessagePipeline:
 
     def _window(self, message: Any) -> list[Any]:
         return self.history.window(message, self.history_limit)
+
+
+class AnswerInputs(NamedTuple):
+    """What only a turn that answers resolves (a NamedTuple: one per such turn)."""
+
+    model: ModelChoice
+    prompt: ChannelPromptRecord | None
+    sprites: Sequence[SpriteRecord]
+    extras: ServerExtras
+    history: HistoryContext
+
+
+#: A quiet turn's: nothing resolved (the turn's fields keep their defaults).
+QUIET = AnswerInputs(NO_MODEL, None, (), NO_EXTRAS, EMPTY_HISTORY)
 
 
 def stop_outcome(outcome: Outcome, layer: str, notes: TurnNotes) -> Outcome:

@@ -134,6 +134,10 @@ class ModelChoice(NamedTuple):
     context_length: int | None
 
 
+#: A quiet turn's model: none chosen (it does not answer).
+NO_MODEL = ModelChoice(None, False, None, None)
+
+
 def choose_model(
     state: TomoriState,
     persona: PersonaRecord | None,
@@ -168,6 +172,10 @@ class ServerExtras(NamedTuple):
     mcp_server_count: int
     st_preset: str | None
     novelai_tier: str | None
+
+
+#: A quiet turn's extras: none read (it does not answer).
+NO_EXTRAS = ServerExtras(0, 0, 0, None, None)
 
 
 async def server_extras(

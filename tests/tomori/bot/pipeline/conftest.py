@@ -81,6 +81,13 @@ class Bot:
         await self.pipeline.wait_processed(target, timeout=EVENT_TIMEOUT)
         return self.responder.latest(message_id=message_id)
 
+    async def ask(
+        self, guild_id: int, user_id: int, channel_id: int, content: str = "hello"
+    ) -> ResolvedTurn | None:
+        """Have a member say something to the bot (a mention: a turn that answers)."""
+        mention = f"<@{self.client.user.id}> {content}"
+        return await self.speak(guild_id, user_id, channel_id, mention)
+
     async def send_traffic(self, count: int) -> dict[str, int]:
         """Send `count` scenario messages; wait for all; return them by author kind."""
         kinds = {"member": 0, "bot": 0, "webhook": 0}

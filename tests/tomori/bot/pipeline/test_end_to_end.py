@@ -16,7 +16,7 @@ from caches.layers import (
 )
 from caches.registry import registry
 from tests.tomori.bot.pipeline.conftest import Bot
-from tomori.bot.pipeline import PIPELINE_LAYERS, Outcome
+from tomori.bot.pipeline import PIPELINE_LAYERS, QUIET_TURN_LAYERS, Outcome
 from tomori.domain import models as m
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +38,13 @@ ALWAYS_READ = tuple(name for name in PIPELINE_LAYERS if name not in CONDITIONAL)
 
 def hits() -> dict[str, int]:
     return {name: stats["hits"] for name, stats in registry.stats().items()}
+
+
+def lookups() -> dict[str, int]:
+    return {
+        name: stats["hits"] + stats["misses"]
+        for name, stats in registry.stats().items()
+    }
 
 
 @sync_to_async
@@ -80,11 +87,12 @@ async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
     await bot.send_traffic(300)
     warm = [t for t in bot.responder.last if t.outcome is Outcome.OK][-30:]
     server, user, channel, persona, first = await _speak_spotlighted(bot)
+    for t in warm:  # the traffic's turns were mostly quiet: answer each once
+        await bot.ask(t.server_disc_id, t.user_disc_id, t.channel_disc_id)
     before = hits()
 
     repeated = [
-        await bot.speak(t.server_disc_id, t.user_disc_id, t.channel_disc_id)
-        for t in warm
+        await bot.ask(t.server_disc_id, t.user_disc_id, t.channel_disc_id) for t in warm
     ]
     again = await bot.speak(server, user, channel)
 
@@ -95,3 +103,31 @@ async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
     assert {name for name in expected if after[name] <= before[name]} == set()
     assert first.active_persona == again.active_persona == persona
     assert again.spotlight_persona_id is not None
+
+
+async def test_a_quiet_turn_reads_only_what_storing_its_message_needs(
+    bot: Bot,
+) -> None:
+    await bot.send_traffic(100)
+    ok = next(t for t in reversed(bot.responder.last) if t.outcome is Outcome.OK)
+    place = (ok.server_disc_id, ok.user_disc_id, ok.channel_disc_id)
+    before = lookups()
+
+    quiet = await bot.speak(*place)
+    between = lookups()
+    answered = await bot.ask(*place)
+    after = lookups()
+
+    assert quiet is not None and answered is not None
+    assert quiet.outcome is answered.outcome is Outcome.OK
+    assert (quiet.mentions_bot, answered.mentions_bot) == (False, True)
+    read_quiet = {name for name in PIPELINE_LAYERS if between[name] != before[name]}
+    assert read_quiet <= set(QUIET_TURN_LAYERS)
+    assert "short_term_memory" in read_quiet  # it stored the message
+    answer_only = set(ALWAYS_READ) - set(QUIET_TURN_LAYERS)
+    assert answer_only  # the model's, the prompt's, the sprites', the extras'
+    assert {name for name in answer_only if after[name] == between[name]} == set()
+    # The same persona answers; only the answer resolved a model and history.
+    assert quiet.active_persona == answered.active_persona is not None
+    assert quiet.llm_codename is None and answered.llm_codename is not None
+    assert quiet.history_size == 0 < answered.history_size

@@ -108,7 +108,7 @@ async def test_history_window_finds_sprite_records_transcripts_and_tables(
     )
     cache_markdown_table(table, "| a | b |\n|---|---|\n| 1 | 2 |")
 
-    turn = await bot.speak(guild, user, channel, "what did we say?")
+    turn = await bot.ask(guild, user, channel, "what did we say?")
 
     assert turn is not None and turn.outcome is Outcome.OK
     assert [r.message_disc_id for r in turn.sprite_records] == [sprite_message]
@@ -124,11 +124,11 @@ async def test_sprite_records_are_primed_once_then_read_from_the_cache(
     channel = text_channel(bot.sim.world, guild)
     user = await allowed_member(bot.sim.world, guild)
     await post_webhook_message(bot, guild, channel)
-    await bot.speak(guild, user, channel)
+    await bot.ask(guild, user, channel)
     loads = registry.stats()["persona_sprite_message"]
     before = (loads["hits"], loads["size"])
 
-    turn = await bot.speak(guild, user, channel)
+    turn = await bot.ask(guild, user, channel)
 
     stats = registry.stats()["persona_sprite_message"]
     assert turn is not None and len(turn.sprite_records) == 1
@@ -141,8 +141,8 @@ async def test_a_deleted_message_leaves_the_history_window(bot: Bot) -> None:
     channel = text_channel(bot.sim.world, guild)
     user = await allowed_member(bot.sim.world, guild)
     await bot.speak(guild, user, channel, "one")
-    second = await bot.speak(guild, user, channel, "two")
-    third = await bot.speak(guild, user, channel, "three")
+    second = await bot.ask(guild, user, channel, "two")
+    third = await bot.ask(guild, user, channel, "three")
     assert second is not None and third is not None
     assert third.history_size == second.history_size + 1 < 10
 
@@ -155,7 +155,7 @@ async def test_a_deleted_message_leaves_the_history_window(bot: Bot) -> None:
             "guild_id": str(guild),
         },
     )
-    fourth = await bot.speak(guild, user, channel, "four")
+    fourth = await bot.ask(guild, user, channel, "four")
 
     # "two" is gone (as from discord.py's cache), "three" came in
     assert fourth is not None and fourth.history_size == third.history_size

@@ -41,7 +41,7 @@ def decisions() -> Any:
 async def warm_turn(bot: Bot, *, channel: int | None = None) -> ResolvedTurn:
     guild = busiest_guild(bot.sim.world)
     user = await allowed_member(bot.sim.world, guild)
-    turn = await bot.speak(guild, user, channel or text_channel(bot.sim.world, guild))
+    turn = await bot.ask(guild, user, channel or text_channel(bot.sim.world, guild))
     assert turn is not None and turn.outcome is Outcome.OK
     return turn
 
