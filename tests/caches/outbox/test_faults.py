@@ -36,9 +36,19 @@ def channel() -> str:
     return f"tomori:test:{uuid.uuid4().hex}"
 
 
-def worker_bus(redis_url: str, channel: str) -> bus.Bus:
+#: A follower that polls only when woken (at start, on a lost subscription, on
+#: reconnection, or by the test): which path applied a write is then no race.
+WOKEN_ONLY = 3600.0
+
+
+def worker_bus(
+    redis_url: str, channel: str, *, poll_every: float | None = None
+) -> bus.Bus:
+    options = bus.outbox_options()
+    if poll_every is not None:
+        options = options._replace(interval=poll_every)
     here = bus.configure(redis_url=redis_url, channel=channel, worker_id="w")
-    here.start_subscriber(outbox=bus.outbox_options())
+    here.start_subscriber(outbox=options)
     if redis_url:
         assert here.stats.wait_for(lambda s: s["connected"], WAIT)
     assert wait_until(
@@ -145,7 +155,10 @@ def test_a_paused_redis_is_noticed_and_its_writes_still_arrive(
 
 def test_a_restarted_redis_loses_nothing(own_redis, channel, stop_bus):
     server, persona = guild("before")
-    here = worker_bus(own_redis.url, channel)
+    # Woken polls only: a timed poll landing between the last write's commit
+    # and its bus message would apply it first, and the fast path would look
+    # unused (a race this test once lost under load).
+    here = worker_bus(own_redis.url, channel, poll_every=WOKEN_ONLY)
     served_names(server)
 
     own_redis.kill()
@@ -157,14 +170,19 @@ def test_a_restarted_redis_loses_nothing(own_redis, channel, stop_bus):
 
     assert_caught_up(here, server, "during")
     assert here.stats.wait_for(lambda s: s["connected"], WAIT)
-    # Back on the fast path once reconnected.
+    # Back on the fast path once reconnected: the bus applies the next write,
+    # and the poll that follows finds it applied already.
     caught_up = here.snapshot()["outbox_caught_up"]
+    applied = here.snapshot()["applied"]
     run_in_another_process(
         rename(persona, "after"), redis_url=own_redis.url, channel=channel
     )
+    assert here.stats.wait_for(lambda s: s["applied"] > applied, WAIT)
     assert wait_until(
         lambda: not is_cached(server) or served_names(server) == ["after"], timeout=WAIT
     )
+    assert here.applier.catch_up is not None
+    here.applier.catch_up()  # the follower's next poll
     assert here.stats.wait_for(lambda s: s["outbox_skipped"] >= 1, WAIT)
     assert here.snapshot()["outbox_caught_up"] == caught_up
 
