@@ -122,9 +122,12 @@ def get_memory_record(
 ) -> DurableMemory | None:
     """Return the durable fields of one key if written since `updated_since`."""
     rows = _RECORD_BY_KEY.rows(cache_key)
-    if not rows:
-        return None
-    fields = dict(zip(_COLUMNS, rows[0], strict=True))
+    return _durable_row(rows[0], updated_since) if rows else None
+
+
+def _durable_row(row: Sequence[Any], updated_since: datetime) -> DurableMemory | None:
+    """Return a `_COLUMNS` row as DurableMemory, or None if written before `updated_since`."""
+    fields = dict(zip(_COLUMNS, row, strict=True))
     if fields["updated_at"] < updated_since:
         return None
     fields["categories"] = tuple(fields["categories"] or ())
@@ -163,11 +166,9 @@ def get_memory_records(
         size = 1 << (len(chunk) - 1).bit_length()
         padded = chunk + chunk[-1:] * (size - len(chunk))
         for row in _records_by_keys(size).rows(*padded):
-            fields = dict(zip(_COLUMNS, row, strict=True))
-            if fields["updated_at"] < updated_since:
-                continue
-            fields["categories"] = tuple(fields["categories"] or ())
-            records[fields["cache_key"]] = DurableMemory(**fields)
+            record = _durable_row(row, updated_since)
+            if record is not None:
+                records[record.cache_key] = record
     return records
 
 
