@@ -15,9 +15,7 @@ from caches.layers import (
     gemini_capability,
     layer_names,
     novelai_capability,
-    personal_spotlight,
     preset_avatar,
-    short_term_memory,
     tomori_state,
     user,
     webhook,
@@ -49,16 +47,15 @@ PIPELINE_LAYERS: tuple[str, ...] = tuple(
 )
 
 #: The layers a quiet guild turn (one that does not answer: the bot is not
-#: mentioned) reads: the gate (state, blacklist, whitelist), the user row and
-#: spotlight that choose the persona, and short-term memory, whose keys carry
-#: the persona. The rest of PIPELINE_LAYERS only an answer needs.
+#: mentioned) reads: the gate alone (state; the user row's blacklist; the
+#: whitelist). It chooses no persona and captures nothing in short-term
+#: memory, which is captured when the bot answers; the rest of
+#: PIPELINE_LAYERS only an answer needs.
 QUIET_TURN_LAYERS: tuple[str, ...] = layer_names(
     (
         tomori_state.LAYER,
         user.LAYER,
         channel_whitelist.LAYER,
-        personal_spotlight.LAYER,
-        short_term_memory.LAYER,
     )
 )
 

@@ -30,7 +30,7 @@ from tomori.bot.pipeline.history import (
     resolve_history,
 )
 from tomori.bot.pipeline.intake import Intake, Stopped
-from tomori.bot.pipeline.memory import MemoryStep
+from tomori.bot.pipeline.memory import NO_MEMORY, MemoryStep
 from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
     NO_EXTRAS,
@@ -326,32 +326,23 @@ class MessagePipeline:
         self_id: int | None,
     ) -> ResolvedTurn:
         state, decision = gate
+        if not base["mentions_bot"]:
+            # A quiet turn (the bot is not mentioned: most of the stream) ends
+            # at the gate: it answers nothing, so it chooses no persona and
+            # captures nothing (short-term memory is captured after a reply;
+            # the next answer takes the messages said since from the window).
+            return ok_turn(base, state=state, decision=decision, **QUIET_FIELDS)
         channel_id = base["channel_disc_id"]
         parent_id = base["parent_channel_disc_id"]
         user, privacy = await user_and_privacy(base["user_disc_id"])
         spotlight = await spotlight_persona_id(state, user, channel_id)
         persona = choose_persona(state, decision, spotlight)
         window = self._window(message)
-        answers = base["mentions_bot"]
-        # A quiet turn (it does not answer: most of the stream) still stores
-        # its message in short-term memory, whose keys carry the persona; it
-        # resolves nothing only an answer needs (`QUIET`), nor reads the
-        # user's own entry (an answer says how many turns it remembers).
-        inputs = (
-            await self._answer_inputs(
-                state, guild, persona, window, channel_id, parent_id
-            )
-            if answers
-            else QUIET
+        inputs = await self._answer_inputs(
+            state, guild, persona, window, channel_id, parent_id
         )
         memory = await self.memory.run(
-            message,
-            window,
-            guild,
-            persona,
-            self_id=self_id,
-            parent_id=parent_id,
-            reads_user=answers,
+            message, window, guild, persona, self_id=self_id, parent_id=parent_id
         )
         return ok_turn(
             base,
@@ -426,8 +417,19 @@ class AnswerInputs(NamedTuple):
     history: HistoryContext
 
 
-#: A quiet turn's: nothing resolved (the turn's fields keep their defaults).
-QUIET = AnswerInputs(NO_MODEL, None, (), NO_EXTRAS, EMPTY_HISTORY)
+#: A quiet turn's fields past the gate: nothing resolved (their defaults).
+QUIET_FIELDS: dict[str, Any] = {
+    "persona": None,
+    "spotlight": None,
+    "model": NO_MODEL,
+    "prompt": None,
+    "sprites": (),
+    "user": None,
+    "privacy": None,
+    "extras": NO_EXTRAS,
+    "history": EMPTY_HISTORY,
+    "memory": NO_MEMORY,
+}
 
 
 def stop_outcome(outcome: Outcome, layer: str, notes: TurnNotes) -> Outcome:

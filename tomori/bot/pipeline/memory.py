@@ -23,8 +23,12 @@ class MemoryRead(NamedTuple):
     """What short-term memory held for the turn before it was stored (one per turn)."""
 
     found: int  # entries found: the user's, and the channel's (guilds only)
-    user_turns: int | None  # None: nothing stored, or not read (reads_user False)
+    user_turns: int | None  # None: nothing stored
     server_turns: int | None
+
+
+#: A turn that does not touch short-term memory (a quiet one).
+NO_MEMORY = MemoryRead(0, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +47,13 @@ class MemoryStep:
         *,
         self_id: int | None,
         parent_id: int | None = None,
-        reads_user: bool = True,
     ) -> MemoryRead:
-        """Read the user's and the channel's entries, then store this turn.
+        """Read the user's and the channel's entries, then capture this turn.
 
-        `reads_user` False: the turn does not need the user's entry (it does
-        not answer), so in a guild a user key this worker does not hold is
-        not read; its store waits for a shared read (see the store's `turn`).
+        Runs on the turns that answer (and DMs): short-term memory captures a
+        conversation when the bot takes part in it (after the reply, in the
+        spec's words), with the messages said since the last capture taken
+        from the history `window` (see `turn_messages`).
         """
         author, channel = message.author, message.channel
         persona_id = persona.id if persona is not None else None
@@ -73,7 +77,6 @@ class MemoryStep:
             channel_name=getattr(channel, "name", None),
             server_name=guild.name if guild is not None else None,
             parent_channel_disc_id=parent_id,
-            reads_user=reads_user,
         )
         user_entry, server_entry = before
         return MemoryRead(
@@ -90,20 +93,59 @@ def turn_messages(
     message: Any,
     self_id: int | None,
 ) -> tuple[StmMessage, ...]:
-    """Return the channel's latest messages: the stored ones plus this one.
+    """Return the channel's latest messages: the captured ones, those since, this one.
 
-    Reusing the stored StmMessages (rather than rebuilding them from the
-    window every turn) shares them between the user and server entries and
-    between successive turns, which keeps short-term memory small. The
-    window seeds a conversation that has nothing stored yet.
+    A conversation is captured when the bot answers, so what was stored at
+    the last capture misses what was said since: the history `window` (the
+    channel's messages before this one, oldest first, from discord.py's
+    message cache) holds that, the bot's own replies included. The stored
+    StmMessages are reused (not rebuilt from the window each turn), which
+    shares them between the user and server entries and between successive
+    captures and keeps short-term memory small; the window alone seeds a
+    conversation that has nothing stored, and the stored messages alone
+    serve when the window has lost them (a restart empties discord.py's
+    cache).
     """
     if keep <= 0:
         return (stm_message(message, self_id),)
-    if conversation is not None and conversation.messages:
-        earlier: Sequence[StmMessage] = conversation.messages[-keep:]
-    else:
-        earlier = [stm_message(m, self_id) for m in window[-keep:]]
+    stored: Sequence[StmMessage] = (
+        conversation.messages if conversation is not None else ()
+    )
+    since = _said_since(stored, window, keep, self_id)
+    earlier = (*stored[-(keep - len(since)) :], *since) if len(since) < keep else since
     return (*earlier, stm_message(message, self_id))
+
+
+def _said_since(
+    stored: Sequence[StmMessage], window: Sequence[Any], keep: int, self_id: int | None
+) -> tuple[StmMessage, ...]:
+    """Return the last `keep` window messages said after the `stored` ones, oldest first.
+
+    Compared at Discord's resolution (a snowflake's millisecond): a window
+    message of a later millisecond than the last stored one is new, of an
+    earlier one is not, and of the same one is new unless it is stored.
+    """
+    if not stored:
+        return tuple([stm_message(m, self_id) for m in window[-keep:]])
+    last_ms = round(stored[-1].timestamp.timestamp() * 1000)
+    same_ms = {
+        (s.role, s.content, s.speaker)
+        for s in stored
+        if round(s.timestamp.timestamp() * 1000) == last_ms
+    }
+    since: list[StmMessage] = []
+    for other in reversed(window):
+        if len(since) == keep:
+            break
+        ms = (other.id >> 22) + DISCORD_EPOCH
+        if ms < last_ms:
+            break
+        kept = stm_message(other, self_id)
+        if ms == last_ms and (kept.role, kept.content, kept.speaker) in same_ms:
+            break
+        since.append(kept)
+    since.reverse()
+    return tuple(since)
 
 
 def stm_message(message: Any, self_id: int | None) -> StmMessage:

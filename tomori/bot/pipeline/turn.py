@@ -114,7 +114,7 @@ def ok_turn(
     prompt: ChannelPromptRecord | None,
     sprites: Sequence[SpriteRecord],
     user: UserRecord | None,
-    privacy: int,
+    privacy: int | None,
     extras: ServerExtras,
     history: HistoryContext,
     memory: MemoryRead,

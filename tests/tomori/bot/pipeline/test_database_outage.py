@@ -76,7 +76,7 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     user = await allowed_member(world, guild)
     newcomer = await allowed_member(world, guild, index=1)
     channel = text_channel(world, guild)
-    warm = await bot.speak(guild, user, channel)
+    warm = await bot.ask(guild, user, channel)  # an answer: it captures its turn
     assert warm is not None and warm.outcome is Outcome.OK and not warm.db_failures
 
     before = tomori_state._layer.fresh.peek(guild)
@@ -85,8 +85,9 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     await asyncio.to_thread(_set_temperature, guild, 0.25)
     assert tomori_state._layer.fresh.peek(guild) is MISSING  # the invalidation arrived
 
-    during = await bot.speak(guild, user, channel)
+    during = await bot.ask(guild, user, channel)  # captured; stored once it is back
     assert during is not None and during.outcome is Outcome.OK
+    assert (during.stm_user_turns, during.stm_server_turns) == (1, 1)
     assert during.stale_layers == ("tomori_state",)
     assert "tomori_state" in during.db_failures
     assert tomori_state._layer.cache.stale(guild) is before  # served: the last good
@@ -97,11 +98,10 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     unseen = await bot.speak(guild, newcomer, channel, asks)
     assert unseen is not None and unseen.outcome is Outcome.DB_UNAVAILABLE
     assert "user" in unseen.db_failures
-    # One that does not answer stores the turn on the channel and defers it
-    # on the newcomer's key (not read: the database is down) until it is back.
+    # One that does not answer reads only the gate (the state served stale).
     quiet = await bot.speak(guild, newcomer, channel)
     assert quiet is not None and quiet.outcome is Outcome.OK
-    assert quiet.stm_user_turns is None and quiet.stm_server_turns == 2
+    assert quiet.stale_layers == ("tomori_state",) and quiet.stm_entries_found == 0
     other = _other_guild(bot, guild)  # its state was never cached
     cold = await bot.speak(
         other, human_member(world, other), text_channel(world, other)
@@ -118,11 +118,13 @@ async def test_an_outage_serves_the_last_good_state_past_an_invalidation(
     rows = await run_db(
         lambda: list(
             m.ShortTermMemoryRecord.objects.filter(
-                scope="user", user_disc_id=newcomer
-            ).values_list("channel_disc_id", "turn_count")
+                scope="user", user_disc_id__in=(user, newcomer)
+            ).values_list("user_disc_id", "channel_disc_id", "turn_count")
         )
     )
-    assert rows == [(channel, 1)]  # the quiet turn's, stored once the database was back
+    # The answer during the outage, stored once the database was back; the
+    # newcomer's turns captured nothing (one failed, one was quiet).
+    assert rows == [(user, channel, 2)]
     assert not after.stale_layers and not after.db_failures
     assert tomori_state._layer.fresh.peek(guild).temperature == 0.25  # the saved value
     assert registry.stats()["tomori_state"]["stale_entries"] == 0

@@ -14,6 +14,7 @@ from caches.layers import (
     persona_sprite_message,
     voice_transcript,
 )
+from caches.layers.short_term_memory import short_term_memory_store
 from caches.registry import registry
 from tests.tomori.bot.pipeline.conftest import Bot
 from tomori.bot.pipeline import PIPELINE_LAYERS, QUIET_TURN_LAYERS, Outcome
@@ -75,7 +76,7 @@ async def test_bot_becomes_ready_and_turns_match_messages_of_non_bot_authors(
 
 async def _speak_spotlighted(bot: Bot) -> tuple[Any, ...]:
     for server, user, channel, persona in await spotlight_rows():
-        turn = await bot.speak(server, user, channel)
+        turn = await bot.ask(server, user, channel)
         if turn is not None and turn.outcome is Outcome.OK:
             return (server, user, channel, persona, turn)
     raise AssertionError("no spotlighted user could speak")
@@ -94,7 +95,7 @@ async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
     repeated = [
         await bot.ask(t.server_disc_id, t.user_disc_id, t.channel_disc_id) for t in warm
     ]
-    again = await bot.speak(server, user, channel)
+    again = await bot.ask(server, user, channel)
 
     after = hits()
     expected = set(ALWAYS_READ)
@@ -105,29 +106,42 @@ async def test_every_layer_the_pipeline_reads_shows_hits_after_warm_up(
     assert again.spotlight_persona_id is not None
 
 
-async def test_a_quiet_turn_reads_only_what_storing_its_message_needs(
+async def test_a_quiet_turn_reads_only_the_gate_and_the_next_answer_captures_it(
     bot: Bot,
 ) -> None:
     await bot.send_traffic(100)
-    ok = next(t for t in reversed(bot.responder.last) if t.outcome is Outcome.OK)
-    place = (ok.server_disc_id, ok.user_disc_id, ok.channel_disc_id)
+    # A user with a row (the spotlight needs one), answered once: captured.
+    *place, _persona, _first = await _speak_spotlighted(bot)
+    memory = short_term_memory_store()
+    captured = {key: await memory.get(key) for key in memory.channel_keys(place[2])}
     before = lookups()
 
-    quiet = await bot.speak(*place)
+    quiet = await bot.speak(*place, "said in passing")
     between = lookups()
-    answered = await bot.ask(*place)
+    answered = await bot.ask(*place, "second question")
     after = lookups()
 
     assert quiet is not None and answered is not None
     assert quiet.outcome is answered.outcome is Outcome.OK
     assert (quiet.mentions_bot, answered.mentions_bot) == (False, True)
     read_quiet = {name for name in PIPELINE_LAYERS if between[name] != before[name]}
-    assert read_quiet <= set(QUIET_TURN_LAYERS)
-    assert "short_term_memory" in read_quiet  # it stored the message
+    assert read_quiet == set(QUIET_TURN_LAYERS)  # the gate: state, user, whitelist
     answer_only = set(ALWAYS_READ) - set(QUIET_TURN_LAYERS)
-    assert answer_only  # the model's, the prompt's, the sprites', the extras'
+    assert "short_term_memory" in answer_only
     assert {name for name in answer_only if after[name] == between[name]} == set()
-    # The same persona answers; only the answer resolved a model and history.
-    assert quiet.active_persona == answered.active_persona is not None
+    # The quiet turn chose nothing and captured nothing; the answer did both.
+    assert quiet.active_persona is None and answered.active_persona is not None
     assert quiet.llm_codename is None and answered.llm_codename is not None
     assert quiet.history_size == 0 < answered.history_size
+    assert quiet.stm_entries_found == 0 and answered.stm_entries_found == 2
+    # Both entries (the user's and the channel's) now end with what was said
+    # since the first capture, the quiet message included, in order.
+    assert len(captured) == 2
+    for key, entry in captured.items():
+        assert entry is not None
+        now = await memory.get(key)
+        assert now is not None and now.turn_count == entry.turn_count + 1
+        said = [m.content for m in now.messages]
+        assert said[-3].endswith("hello")  # the first capture's own message
+        assert said[-2].endswith("said in passing")
+        assert said[-1].endswith("second question")

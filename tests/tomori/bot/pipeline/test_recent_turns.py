@@ -70,9 +70,9 @@ async def test_a_turn_records_its_persona_and_the_caches_that_missed(bot: Bot) -
     guild = busiest_guild(bot.sim.world)
     user = await allowed_member(bot.sim.world, guild)
     channel = text_channel(bot.sim.world, guild)
-    cold = await bot.speak(guild, user, channel)
+    cold = await bot.ask(guild, user, channel)
     first = bot.pipeline.recent.as_list()[0]
-    await bot.speak(guild, user, channel)
+    await bot.ask(guild, user, channel)
     warm = bot.pipeline.recent.as_list()[0]
 
     assert cold.outcome is Outcome.OK

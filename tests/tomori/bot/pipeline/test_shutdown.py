@@ -60,8 +60,9 @@ class Gated:
         """
         guild, user, channel = await _speaker(self.world)
         seen = self.client.counters["messages"]
+        asks = f"<@{self.world.bot_user.id}>"  # turns that answer: they capture
         for n in range(count):
-            await self.sim.member_speaks(guild, user, channel, f"message {n}")
+            await self.sim.member_speaks(guild, user, channel, f"{asks} message {n}")
         await self.client.wait_for_count(
             "messages", seen + count, timeout=EVENT_TIMEOUT
         )

@@ -41,7 +41,7 @@ async def test_repeat_turn_runs_no_database_query(bot: Bot) -> None:
     guild = busiest_guild(bot.sim.world)
     user = await allowed_member(bot.sim.world, guild)
     channel = text_channel(bot.sim.world, guild)
-    cold = await bot.speak(guild, user, channel)
+    cold = await bot.ask(guild, user, channel)
     await flush_pending_writes()  # short-term memory's write-behind of that turn
     recorder = Statements()
     # Every thread that queries: this one, the one every cache load uses, and
@@ -52,7 +52,8 @@ async def test_repeat_turn_runs_no_database_query(bot: Bot) -> None:
     try:
         await run_db(_probe)  # seen: the recorder watches the cache loads' thread
         probed = len(recorder.sql)
-        warm = [await bot.speak(guild, user, channel) for _ in range(5)]
+        warm = [await bot.ask(guild, user, channel) for _ in range(5)]
+        warm.append(await bot.speak(guild, user, channel))  # a quiet turn too
         await flush_pending_writes()
     finally:
         for on_thread in threads:

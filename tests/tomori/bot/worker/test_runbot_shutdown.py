@@ -95,17 +95,15 @@ def test_sigterm_with_a_backlog_drops_the_waiting_finishes_the_running_stores_ev
     finished, cancelled = _numbers(ended, r"(\d+) finished, (\d+) cancelled")
     assert (finished, cancelled) == (running, 0), ended  # no other turn started
 
-    # Every short-term memory write of every turn that ran is in the table.
+    # Every short-term memory write of every turn that ran is in the table:
+    # the turns that answered (each sent its reply) and the DMs captured.
     assert "not stored at shutdown" not in output
     bot.wait_for("short-term memory: every durable write is stored")
     resolved = bot.wait_for("turns resolved")
-    ok = _numbers(resolved, r"'ok': (\d+)")[0]
     dm = _numbers(resolved, r"'dm': (\d+)")[0] if "'dm'" in resolved else 0
-    assert ok > 0
-    assert (_stored_turns("user"), _stored_turns("server")) == (ok + dm, ok)
-
     # The HTTP session outlived every reply: those held across the signal too.
     sent, failed = _numbers(resolved, r"replies: (\d+) sent, (\d+) failed")
-    assert sent >= running and failed == 0, resolved
+    assert sent >= running > 0 and failed == 0, resolved
+    assert (_stored_turns("user"), _stored_turns("server")) == (sent + dm, sent)
     assert "Session is closed" not in output
     assert "Traceback" not in output, output[-4000:]
