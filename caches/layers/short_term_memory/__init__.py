@@ -195,7 +195,7 @@ def clear_expired_entries() -> int:
 
 
 async def flush_pending_writes() -> None:
-    """Wait until every deferred turn and queued durable write is in the table."""
+    """Wait until every queued durable write is in the table."""
     await _layer.store.flush()
 
 

@@ -185,8 +185,8 @@ class Hydrator:
                     if not flight.was_touched(record.cache_key):
                         overlaid = self._writer.overlay(record.cache_key, record)
                         self._apply(record.cache_key, overlaid)
-                # A key of the scope written to the table only (a deferred
-                # user key at the cap) whose row the read did not see yet.
+                # A key of the scope queued for the table (evicted from the
+                # cache before its write went out) whose row the read did not see yet.
                 read = {record.cache_key for record in records}
                 for key in self._writer.queued_keys():
                     if key not in read and key_owner(key) == name:

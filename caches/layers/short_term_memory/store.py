@@ -8,7 +8,6 @@ loads. Clearing the cache never touches the table: only the explicit
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import (
     Awaitable,
     Callable,
@@ -23,30 +22,22 @@ from typing import Any, NamedTuple, TypedDict
 from caches.core import MISSING, BoundedTTLCache, Clock
 from caches.layers._support import run_db
 from caches.layers.short_term_memory import keys as k
-from caches.layers.short_term_memory.deferred import (
-    Deferred,
-    DeferredTurn,
-    DeferredTurns,
-    Identity,
-)
 from caches.layers.short_term_memory.durable import DurableWriter
 from caches.layers.short_term_memory.entry import (
     ShortTermMemoryEntry,
     StmMessage,
-    entry_from_durable,
     fresh_entry,
 )
 from caches.layers.short_term_memory.hydration import (
     Hydrator,
     Scope,
     crude_ttl,
-    remaining_ttl,
     summary_ttl,
 )
 from caches.layers.short_term_memory.stored_keys import StoredKeys
 from tomori.domain.knobs import knobs
 from tomori.domain.repositories import memory as repo
-from tomori.domain.repositories.memory import DeleteKeys, DeleteWhere, DurableMemory
+from tomori.domain.repositories.memory import DeleteKeys, DeleteWhere
 
 Value = ShortTermMemoryEntry | None
 #: A store's (scope, key) pairs: the user key, then the server key in a guild.
@@ -63,8 +54,7 @@ CHANNEL = "channel"
 class TurnMemory(NamedTuple):
     """A turn's short-term memory as it was before the turn was stored."""
 
-    #: None: nothing stored, or not read (a deferred user key, see `turn`)
-    user: ShortTermMemoryEntry | None
+    user: ShortTermMemoryEntry | None  # None: nothing stored
     server: ShortTermMemoryEntry | None  # None in a DM, or nothing stored
 
 
@@ -135,9 +125,20 @@ def _targets(
     return targets
 
 
+class Turn(NamedTuple):
+    """One stored turn: what `with_turn` takes besides the base entry."""
+
+    messages: tuple[StmMessage, ...]
+    at: datetime
+    persona_lineage: tuple[int, ...]
+    channel_name: str | None
+    server_name: str | None
+    parent_channel_disc_id: int | None
+
+
 def _with_turn(
     base: ShortTermMemoryEntry,
-    turn: DeferredTurn,
+    turn: Turn,
     categories: tuple[str, ...] | None = None,
 ) -> ShortTermMemoryEntry:
     """Return `base` after `turn`: its fields where given, else the base's."""
@@ -176,8 +177,6 @@ class ShortTermMemoryStore:
         )
         self.stored = StoredKeys()
         self.hydrator = Hydrator(self.cache, self.writer, self._put, stored=self.stored)
-        self.deferred = DeferredTurns(self._read_deferred, self._apply_deferred)
-        self.written_around = 0  # deferred keys stored to the table only (full cache)
 
     @property
     def wall_clock(self) -> Callable[[], datetime]:
@@ -276,7 +275,7 @@ class ShortTermMemoryStore:
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         # A warm turn's keys are resident: no coroutine for the bases then.
-        values = self._resident_settled(targets) or await self._hydrated(targets)
+        values = self._resident(targets) or await self._hydrated(targets)
         bases = self._fresh_for_none(
             targets, values, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
@@ -302,7 +301,6 @@ class ShortTermMemoryStore:
         channel_name: str | None = None,
         server_name: str | None = None,
         parent_channel_disc_id: int | None = None,
-        reads_user: bool = True,
     ) -> TurnMemory:
         """Read a turn's entries, then (with `messages_for`) store the turn: one pass.
 
@@ -311,30 +309,11 @@ class ShortTermMemoryStore:
         (persona_id,) ...)`, where the conversation is the server entry in a
         guild and the user entry in a DM; with the keys built, peeked and
         counted once. Returns the entries as they were before the store.
-
-        With `reads_user` False (a guild turn that does not need the user
-        entry: one that does not answer), a user key this worker does not
-        hold and may have stored is not read: its store is deferred (see
-        `deferred`) and the returned user entry is None.
         """
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
         guild = server_disc_id is not None
-        if not reads_user and guild and messages_for is not None:
-            user_key = targets[0][1]
-            if user_key in self.deferred or (
-                self.cache.peek(user_key) is MISSING
-                and (self.stored.may_hold(user_key) or self._full())
-            ):
-                return await self._turn_deferring_user(
-                    targets,
-                    Identity(channel_disc_id, user_disc_id, server_disc_id, persona_id),  # type: ignore[arg-type]
-                    messages_for,
-                    channel_name=channel_name,
-                    server_name=server_name,
-                    parent_channel_disc_id=parent_channel_disc_id,
-                )
         # A warm turn's keys are resident: read them inline, no coroutine.
-        values = self._resident_settled(targets) or await self._hydrated(targets)
+        values = self._resident(targets) or await self._hydrated(targets)
         memory = TurnMemory(values[0], values[1] if guild else None)
         if messages_for is None:
             return memory
@@ -354,138 +333,6 @@ class ShortTermMemoryStore:
         )
         return memory
 
-    async def _turn_deferring_user(
-        self,
-        targets: Targets,
-        identity: Identity,
-        messages_for: Callable[[ShortTermMemoryEntry | None], Sequence[StmMessage]],
-        *,
-        channel_name: str | None,
-        server_name: str | None,
-        parent_channel_disc_id: int | None,
-    ) -> TurnMemory:
-        """Store a guild turn on its server key now and defer it on its user key.
-
-        A user key never stored (the stored-keys filter says so) is not
-        deferred: there is nothing to read. It gets here at the cap only, and
-        is written around the cache like a deferred key (`_apply_deferred`).
-        """
-        self.cache.misses += 1  # the user key: not resident (or its turns deferred)
-        server = targets[1:]
-        values = self._resident(server) or await self._hydrated(server)
-        conversation = values[0]
-        messages = messages_for(conversation)
-        bases = self._fresh_for_none(
-            server,
-            values,
-            identity.channel_disc_id,
-            None,
-            identity.server_disc_id,
-            identity.persona_id,
-        )
-        lineage = () if identity.persona_id is None else (identity.persona_id,)
-        written = self._store_turn(
-            bases,
-            messages,
-            lineage=lineage,
-            channel_name=channel_name,
-            server_name=server_name,
-            parent_channel_disc_id=parent_channel_disc_id,
-            categories=None,
-        )
-        # The same messages and time as the server entry's (shared, not copied).
-        turn = DeferredTurn(
-            written.messages,
-            written.last_updated,
-            lineage,
-            channel_name,
-            server_name,
-            parent_channel_disc_id,
-        )
-        user_key = targets[0][1]
-        if (
-            user_key not in self.deferred
-            and self.cache.peek(user_key) is MISSING
-            and self.stored.absent(user_key)
-        ):
-            self._apply_deferred(user_key, None, Deferred(identity, [turn]))
-        else:
-            self.deferred.defer(user_key, identity, turn)
-        return TurnMemory(None, conversation)
-
-    def _full(self) -> bool:
-        """Tell whether the cache is at its cap (a new key would evict one)."""
-        return len(self.cache) >= self.cache.maxsize
-
-    async def _read_deferred(self, keys: list[str]) -> dict[str, DurableMemory | None]:
-        """Read deferred keys' rows in one query, as the queued writes will leave them."""
-        with self.writer.reading():
-            records: dict[str, DurableMemory | None] = dict(
-                await run_db(
-                    repo.get_memory_records,
-                    keys,
-                    updated_since=self.hydrator.window_start(),
-                )
-            )
-            return self.writer.overlay_many({key: records.get(key) for key in keys})
-
-    def _apply_deferred(
-        self,
-        key: str,
-        record: DurableMemory | None,
-        deferred: Deferred,
-        reader: bool = False,
-    ) -> None:
-        """Store a key's deferred turns in order over what it holds (no await).
-
-        A resident entry (a listing loaded the row meanwhile) lacks them as
-        the row does: every other write of the key waits for them. A key not
-        held is cached while the cache has room; at its cap the entry goes
-        to the table only (written around the cache): caching it would evict
-        a held entry, most often a channel's conversation, which every turn
-        there reads, for a user key that a turn reads only when it answers.
-        A reader waiting for the key (`reader`) gets it cached.
-        """
-        value = self.cache.peek(key)
-        if isinstance(value, ShortTermMemoryEntry):
-            base = value
-        elif (
-            record is not None and remaining_ttl(record, self.wall_clock()) is not None
-        ):
-            base = entry_from_durable(record)
-        else:
-            who = deferred.identity
-            base = _fresh_entry(
-                k.USER,
-                key,
-                deferred.turns[0].at,
-                who.channel_disc_id,
-                who.user_disc_id,
-                who.server_disc_id,
-                who.persona_id,
-            )
-        for turn in deferred.turns:
-            base = _with_turn(base, turn)
-        turns = len(deferred.turns)
-        if not reader and value is MISSING and self._full():
-            # No touch: a load of the key in flight overlays this queued write.
-            self.stored.note(key)
-            self.writer.submit_entries((base,), turns=turns)
-            self.written_around += 1
-            return
-        self._write_all([base], turns=turns)
-
-    def _resident_settled(
-        self, targets: Targets
-    ) -> list[ShortTermMemoryEntry | None] | None:
-        """`_resident`, unless a target's turns are deferred (then None: settle first)."""
-        deferred = self.deferred
-        if deferred:
-            for _, key in targets:
-                if key in deferred:
-                    return None
-        return self._resident(targets)
-
     def _store_turn(
         self,
         bases: Sequence[ShortTermMemoryEntry],
@@ -498,7 +345,7 @@ class ShortTermMemoryStore:
         categories: tuple[str, ...] | None,
     ) -> ShortTermMemoryEntry:
         """Write one stored turn over `bases` (no await: read-merge-write is atomic)."""
-        turn = DeferredTurn(
+        turn = Turn(
             tuple(messages)[-knobs().SHORT_TERM_MEMORY_MAX_MESSAGES_PER_CHANNEL :],
             self.hydrator.wall_clock(),
             lineage,
@@ -522,7 +369,7 @@ class ShortTermMemoryStore:
     ) -> list[ShortTermMemoryEntry]:
         """Set the summary (truncated) of the user and/or server key of a channel."""
         targets = _targets(channel_disc_id, user_disc_id, server_disc_id, persona_id)
-        values = self._resident_settled(targets) or await self._hydrated(targets)
+        values = self._resident(targets) or await self._hydrated(targets)
         bases = self._fresh_for_none(
             targets, values, channel_disc_id, user_disc_id, server_disc_id, persona_id
         )
@@ -545,15 +392,9 @@ class ShortTermMemoryStore:
         Read after the last await: a key loaded before it may have been
         written meanwhile. A value is the entry, or None: nothing stored.
         """
-        deferred = self.deferred
-        while True:
-            for _, key in targets:
-                await deferred.settle_key(key)
-                await self.hydrator.ensure_key(key)
-            # A quiet turn may have deferred a target while this waited: its
-            # turns come first (it stored its channel's key already).
-            if not deferred or not any(key in deferred for _, key in targets):
-                return [self._current(key) for _, key in targets]
+        for _, key in targets:
+            await self.hydrator.ensure_key(key)
+        return [self._current(key) for _, key in targets]
 
     async def maintain_stored_keys(self, *, shards: repo.Shards = None) -> bool:
         """Build the stored-keys filter if there is none or it is full; True if built.
@@ -582,25 +423,21 @@ class ShortTermMemoryStore:
             return await stored.build(count, page, self.writer.queued_keys)
 
     async def flush(self) -> None:
-        """Store every deferred turn and durable write, retrying (bound it by a timeout)."""
-        # The writer is hurried meanwhile: a read that keeps failing must not
-        # keep the queued writes waiting behind it.
-        await asyncio.gather(self.deferred.flush(), self.writer.flush())
-        await self.writer.flush()  # what the deferred turns queued
+        """Store every queued durable write, retrying (bound it by a timeout)."""
+        await self.writer.flush()
 
     def pending_count(self) -> int:
-        """Return the writes queued plus the keys deferred (a key may be both)."""
-        return self.writer.pending_count() + len(self.deferred)
+        """Return the durable writes queued (a key once, however many turns wrote it)."""
+        return self.writer.pending_count()
 
     def turns_behind(self) -> int:
-        """Return the turns the table lacks (queued writes' and deferred ones)."""
-        return self.writer.turns_behind() + self.deferred.turns
+        """Return the turns the table lacks (those of the queued writes)."""
+        return self.writer.turns_behind()
 
     # ------------------------------------------------------------ reads
 
     async def get(self, key: str) -> ShortTermMemoryEntry | None:
         """Return the entry of `key`, hydrating its durable fields on a miss."""
-        await self.deferred.settle_key(key)
         return await self.hydrator.ensure_key(key)
 
     async def list_scope(
@@ -613,8 +450,6 @@ class ShortTermMemoryStore:
         limit: int | None = None,
     ) -> list[ShortTermMemoryEntry]:
         """Return a user's or server's non-empty entries, newest first."""
-        if scope == k.USER and self.deferred:
-            await self.deferred.settle(lambda key: k.key_owner(key) == (scope, owner))
         await self.hydrator.ensure_scope(scope, owner, self._loaded)
         entries = [
             entry
@@ -652,7 +487,6 @@ class ShortTermMemoryStore:
         flight, which are not in the index yet).
         """
         self.hydrator.touch_where(predicate)
-        self.deferred.drop_where(predicate)
         cache = self.cache
         # Count memories only, not the cached "nothing stored" markers.
         removed = sum(
@@ -672,7 +506,6 @@ class ShortTermMemoryStore:
     ) -> int:
         """Drop `keys` (picked from an index) and the rows `where` covers; return memories dropped."""
         self.hydrator.touch_where(predicate)
-        self.deferred.drop_where(predicate)
         removed = 0
         for key in keys:
             removed += self._current(key) is not None
@@ -687,7 +520,6 @@ class ShortTermMemoryStore:
     def delete_key(self, key: str) -> int:
         """Drop one key from the cache and its row; return 1 if it held a memory."""
         self.hydrator.touch(key)
-        self.deferred.drop_where(key.__eq__)
         removed = 1 if self._current(key) is not None else 0
         self.cache.invalidate(key)
         self.writer.submit(DeleteKeys((key,)))
@@ -744,7 +576,5 @@ class ShortTermMemoryStore:
             "durable_writes_dropped": self.writer.dropped,
             "key_hydrations": self.hydrator.key_loads,
             "scope_hydrations": self.hydrator.scope_loads,
-            **self.deferred.stats(),
-            "deferred_written_around": self.written_around,
             **self.stored.stats(),
         }

@@ -51,8 +51,7 @@ class DatabaseKnobs:
     SHORT_TERM_MEMORY_PENDING_WRITES_MAX: int = knob(
         100_000,
         "Cap on short-term memory's durable writes kept (one per key, newest wins) "
-        "while the database refuses them, and apart on the turns deferred for user "
-        "keys not held; past it the oldest is dropped and logged.",
+        "while the database refuses them; past it the oldest is dropped and logged.",
         minimum=1,
         maximum=10_000_000,
     )

@@ -11,8 +11,7 @@ the query: tables, columns, joins and ordering come from the models.
 
 Only fixed-arity queries whose parameters are ints or strings qualify (their
 database form is the value itself on every backend: checked when compiled);
-an `__in` lookup qualifies compiled at one list length (short-term memory's
-`get_memory_records` pads its key lists to a few such lengths).
+an `__in` lookup qualifies compiled at one list length.
 """
 
 from __future__ import annotations

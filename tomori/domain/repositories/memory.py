@@ -134,44 +134,6 @@ def _durable_row(row: Sequence[Any], updated_since: datetime) -> DurableMemory |
     return DurableMemory(**fields)
 
 
-#: Most keys one `get_memory_records` query binds; more are read in chunks.
-RECORDS_CHUNK = 512
-
-
-@functools.cache
-def _records_by_keys(size: int) -> CompiledRead:
-    """The rows of `size` keys (an `__in` of fixed arity), compiled once per size."""
-    return CompiledRead(
-        lambda *keys: ShortTermMemoryRecord.objects.filter(
-            cache_key__in=keys
-        ).values_list(*_COLUMNS),
-        (str,) * size,
-    )
-
-
-def get_memory_records(
-    cache_keys: Sequence[str], *, updated_since: datetime
-) -> dict[str, DurableMemory]:
-    """Return the durable fields of the keys written since `updated_since`.
-
-    One query per RECORDS_CHUNK keys. The key list is padded (with its last
-    key) to a power of two, so a few compiled statements serve every count:
-    compiling the queryset cost more than the round trip (the deferred keys'
-    read runs up to four times a second).
-    """
-    keys = list(dict.fromkeys(cache_keys))
-    records = {}
-    for start in range(0, len(keys), RECORDS_CHUNK):
-        chunk = keys[start : start + RECORDS_CHUNK]
-        size = 1 << (len(chunk) - 1).bit_length()
-        padded = chunk + chunk[-1:] * (size - len(chunk))
-        for row in _records_by_keys(size).rows(*padded):
-            record = _durable_row(row, updated_since)
-            if record is not None:
-                records[record.cache_key] = record
-    return records
-
-
 def list_memory_records_for_server(
     server_disc_id: int, *, updated_since: datetime
 ) -> list[DurableMemory]:

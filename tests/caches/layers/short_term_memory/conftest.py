@@ -12,7 +12,7 @@ from tests.caches.layers.stm_clock import clock, close_async_connections  # noqa
 
 @pytest.fixture
 async def stm_store() -> AsyncIterator[short_term_memory.ShortTermMemoryStore]:
-    """Return the process store; flush its deferred turns and durable writes after."""
+    """Return the process store; flush its durable writes after."""
     store = short_term_memory.short_term_memory_store()
     yield store
     await store.flush()

@@ -93,61 +93,17 @@ def test_values_other_than_ints_and_strings_are_refused() -> None:
     assert compiled._INT_PROBE > 2**62  # far from any snowflake in a test
 
 
-def _stored(cache_key: str, updated_at: object, turns: int = 1) -> None:
-    ShortTermMemoryRecord.objects.create(
-        cache_key=cache_key,
-        scope="user",
-        user_disc_id=1,
-        channel_disc_id=2,
-        categories=["c"],
-        turn_count=turns,
-        updated_at=updated_at,
+def test_an_in_lookup_compiles_at_one_list_length() -> None:
+    for disc_id in (11, 12, 13):
+        User.objects.create(user_disc_id=disc_id, username=f"u{disc_id}")
+    three = CompiledRead(
+        lambda *ids: (
+            User.objects.filter(user_disc_id__in=ids)
+            .order_by("user_disc_id")
+            .values_list("user_disc_id", "username")
+        ),
+        (int,) * 3,
     )
 
-
-def test_records_of_many_keys_are_one_query_of_a_few_compiled_sizes(
-    django_assert_num_queries: object, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    now = timezone.now()
-    for i in range(6):
-        _stored(f"k{i}", now, turns=i)
-    _stored("old", now - timedelta(hours=3))
-    compiled_sizes = []
-    real = CompiledRead._compile
-
-    def counted(self: CompiledRead) -> object:
-        compiled_sizes.append(len(self._kinds))
-        return real(self)
-
-    monkeypatch.setattr(CompiledRead, "_compile", counted)
-    memory._records_by_keys.cache_clear()
-    since = now - timedelta(hours=1)
-    asked = ["k0", "k2", "missing", "old", "k5", "k2"]  # a repeat, an absent, a stale
-
-    with django_assert_num_queries(1):  # type: ignore[operator]
-        records = memory.get_memory_records(asked, updated_since=since)
-    for count in (5, 7, 8, 3):  # 5 keys, 7, 8 -> size 8; 3 -> size 4
-        memory.get_memory_records(
-            [f"k{i % 6}x" for i in range(count)], updated_since=since
-        )
-
-    assert sorted(records) == ["k0", "k2", "k5"]  # "old" is before the window
-    assert records["k5"].turn_count == 5 and records["k5"].categories == ("c",)
-    assert records["k2"] == memory.get_memory_record("k2", updated_since=since)
-    assert sorted(compiled_sizes) == [4, 8]  # the first call's 5 keys: 8 too
-
-
-def test_records_past_a_chunk_take_a_query_each(
-    django_assert_num_queries: object, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    now = timezone.now()
-    _stored("first", now)
-    _stored("last", now)
-    monkeypatch.setattr(memory, "RECORDS_CHUNK", 4)
-    keys = ["first", *(f"none{i}" for i in range(8)), "last"]  # 10 keys: 4 + 4 + 2
-
-    with django_assert_num_queries(3):  # type: ignore[operator]
-        records = memory.get_memory_records(keys, updated_since=now)
-
-    assert sorted(records) == ["first", "last"]
-    assert memory.get_memory_records([], updated_since=now) == {}
+    assert [tuple(row) for row in three.rows(11, 13, 99)] == [(11, "u11"), (13, "u13")]
+    assert [tuple(row) for row in three.rows(12, 12, 12)] == [(12, "u12")]
