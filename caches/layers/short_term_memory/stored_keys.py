@@ -87,11 +87,6 @@ class StoredKeys:
         for key in keys:
             self.note(key)
 
-    def may_hold(self, key: str) -> bool:
-        """Tell whether `key` may be stored (not counted: `absent` counts the answer)."""
-        bloom = self._filter
-        return bloom is None or key in bloom
-
     def absent(self, key: str) -> bool:
         """Tell whether `key` is certainly not stored (counted: a miss answered)."""
         bloom = self._filter
