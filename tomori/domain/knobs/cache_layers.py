@@ -141,7 +141,8 @@ class ShortTermMemoryKnobs:
     )
     SHORT_TERM_MEMORY_DEFAULT_CRUDE_MESSAGE_COUNT: int = knob(
         6,
-        "Messages taken from a crude entry when building context.",
+        "Messages a turn that answers captures in short-term memory (its own and "
+        "those before it), and takes from a crude entry when building context.",
         minimum=1,
         maximum=1000,
     )
