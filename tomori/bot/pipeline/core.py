@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, NamedTuple
+from typing import Any
 
 from caches.catalogs import CatalogSet
 from caches.db_outage import DB_ERRORS, database_failed, failing_layer
@@ -25,7 +25,6 @@ from tomori.bot.pipeline.history import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_SCAN_LIMIT,
     EMPTY_HISTORY,
-    HistoryContext,
     RecentMessages,
     resolve_history,
 )
@@ -35,8 +34,6 @@ from tomori.bot.pipeline.recent import RecentTurns
 from tomori.bot.pipeline.resolve import (
     NO_EXTRAS,
     NO_MODEL,
-    ModelChoice,
-    ServerExtras,
     choose_model,
     choose_persona,
     role_ids,
@@ -48,9 +45,7 @@ from tomori.bot.pipeline.responder import RecordingResponder, Responder
 from tomori.bot.pipeline.turn import Outcome, ResolvedTurn, ok_turn, stop_turn
 from tomori.bot.pipeline.waiting import CountWaiters
 from tomori.domain.knobs import knobs
-from tomori.domain.repositories.channels import ChannelPromptRecord, WhitelistDecision
-from tomori.domain.repositories.servers import PersonaRecord
-from tomori.domain.repositories.sprites import SpriteRecord
+from tomori.domain.repositories.channels import WhitelistDecision
 
 logger = logging.getLogger(__name__)
 
@@ -332,15 +327,21 @@ class MessagePipeline:
             # captures nothing (short-term memory is captured after a reply;
             # the next answer takes the messages said since from the window).
             return ok_turn(base, state=state, decision=decision, **QUIET_FIELDS)
-        channel_id = base["channel_disc_id"]
+        server_id, channel_id = state.server_id, base["channel_disc_id"]
         parent_id = base["parent_channel_disc_id"]
         user, privacy = await user_and_privacy(base["user_disc_id"])
         spotlight = await spotlight_persona_id(state, user, channel_id)
         persona = choose_persona(state, decision, spotlight)
-        window = self._window(message)
-        inputs = await self._answer_inputs(
-            state, guild, persona, window, channel_id, parent_id
+        override = await get_cached_channel_llm(
+            server_id, channel_id, parent_disc_id=parent_id
         )
+        await ensure_llm_cache()  # a no-op unless llms rows changed
+        model = choose_model(state, persona, override, self.catalogs)
+        prompt = await get_cached_channel_prompt(server_id, channel_id)
+        sprites = await get_cached_prompt_sprites(persona.id) if persona else ()
+        extras = await server_extras(state, guild, persona, model.llm)
+        window = self._window(message)
+        history = await resolve_history(window) if window else EMPTY_HISTORY
         memory = await self.memory.run(
             message, window, guild, persona, self_id=self_id, parent_id=parent_id
         )
@@ -350,37 +351,15 @@ class MessagePipeline:
             decision=decision,
             persona=persona,
             spotlight=spotlight,
-            model=inputs.model,
-            prompt=inputs.prompt,
-            sprites=inputs.sprites,
+            model=model,
+            prompt=prompt,
+            sprites=sprites,
             user=user,
             privacy=privacy,
-            extras=inputs.extras,
-            history=inputs.history,
+            extras=extras,
+            history=history,
             memory=memory,
         )
-
-    async def _answer_inputs(
-        self,
-        state: TomoriState,
-        guild: Any,
-        persona: PersonaRecord | None,
-        window: list[Any],
-        channel_id: int,
-        parent_id: int | None,
-    ) -> AnswerInputs:
-        """Resolve what only an answer needs: model, prompt, sprites, extras, history."""
-        server_id = state.server_id
-        override = await get_cached_channel_llm(
-            server_id, channel_id, parent_disc_id=parent_id
-        )
-        await ensure_llm_cache()  # a no-op unless llms rows changed
-        model = choose_model(state, persona, override, self.catalogs)
-        prompt = await get_cached_channel_prompt(server_id, channel_id)
-        sprites = await get_cached_prompt_sprites(persona.id) if persona else ()
-        extras = await server_extras(state, guild, persona, model.llm)
-        history = await resolve_history(window) if window else EMPTY_HISTORY
-        return AnswerInputs(model, prompt, sprites, extras, history)
 
     async def _resolve_dm(
         self, message: Any, base: dict[str, Any], self_id: int | None
@@ -405,16 +384,6 @@ class MessagePipeline:
 
     def _window(self, message: Any) -> list[Any]:
         return self.history.window(message, self.history_limit)
-
-
-class AnswerInputs(NamedTuple):
-    """What only a turn that answers resolves (a NamedTuple: one per such turn)."""
-
-    model: ModelChoice
-    prompt: ChannelPromptRecord | None
-    sprites: Sequence[SpriteRecord]
-    extras: ServerExtras
-    history: HistoryContext
 
 
 #: A quiet turn's fields past the gate: nothing resolved (their defaults).

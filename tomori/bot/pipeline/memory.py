@@ -111,8 +111,7 @@ def turn_messages(
     stored: Sequence[StmMessage] = (
         conversation.messages if conversation is not None else ()
     )
-    since = _said_since(stored, window, keep, self_id)
-    earlier = (*stored[-(keep - len(since)) :], *since) if len(since) < keep else since
+    earlier = (*stored, *_said_since(stored, window, keep, self_id))[-keep:]
     return (*earlier, stm_message(message, self_id))
 
 

@@ -122,12 +122,9 @@ def get_memory_record(
 ) -> DurableMemory | None:
     """Return the durable fields of one key if written since `updated_since`."""
     rows = _RECORD_BY_KEY.rows(cache_key)
-    return _durable_row(rows[0], updated_since) if rows else None
-
-
-def _durable_row(row: Sequence[Any], updated_since: datetime) -> DurableMemory | None:
-    """Return a `_COLUMNS` row as DurableMemory, or None if written before `updated_since`."""
-    fields = dict(zip(_COLUMNS, row, strict=True))
+    if not rows:
+        return None
+    fields = dict(zip(_COLUMNS, rows[0], strict=True))
     if fields["updated_at"] < updated_since:
         return None
     fields["categories"] = tuple(fields["categories"] or ())
